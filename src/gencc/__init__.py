@@ -1,0 +1,32 @@
+"""gencc: General Coded Computing for straggler-resilient distributed inference.
+
+The math (``points``, ``kernels``, ``ridge``, ``interpolation``, ``schemes``,
+``stragglers``, ``evaluate``) knows nothing of processes; ``gencc.runtime``
+runs schemes on real workers; ``gencc.workloads`` and ``gencc.experiments``
+sit on top of both.
+"""
+
+from . import kernels, points, stragglers
+from .errors import IllConditionedWarning, InsufficientReturnsError, MissingOutputsError
+from .evaluate import Evaluation, evaluate
+from .schemes import BACC, GCC, LCC, SCHEMES, CodingScheme, Decoded, LeTCC, Replication, Uncoded, make_scheme
+from .tuning import tune
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GCC", "LeTCC", "BACC", "LCC", "Replication", "Uncoded", "CodingScheme", "Decoded", "SCHEMES",
+    "make_scheme", "evaluate", "Evaluation", "tune", "kernels", "points", "stragglers",
+    "InsufficientReturnsError", "MissingOutputsError", "IllConditionedWarning", "__version__",
+]
+
+
+def __getattr__(name):
+    # The runtime and the models pull in multiprocessing and torch: load them on first use.
+    import importlib
+
+    if name in ("runtime", "workloads", "experiments"):
+        return importlib.import_module(f"{__name__}.{name}")
+    if name == "CodedExecutor":
+        return importlib.import_module(f"{__name__}.runtime").CodedExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,118 @@
+"""The one place where user arguments are checked and converted."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .errors import InsufficientReturnsError
+
+
+def check_int(value, name: str, *, minimum: int = 1) -> int:
+    """Return ``value`` as an int, or raise naming ``name`` and the bound."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_nonnegative(value, name: str) -> float:
+    """Return ``value`` as a finite float >= 0."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a non-negative number, got {value!r}") from None
+    if not np.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return v
+
+
+def check_probability(value, name: str, *, closed: bool = False) -> float:
+    """Return ``value`` as a float in [0, 1) (or [0, 1] when ``closed``)."""
+    v = check_nonnegative(value, name)
+    if v > 1 or (v == 1 and not closed):
+        bound = "[0, 1]" if closed else "[0, 1)"
+        raise ValueError(f"{name} must be in {bound}, got {value!r}")
+    return v
+
+
+def check_batch(X, name: str, n_rows: int | None = None) -> tuple[np.ndarray, tuple]:
+    """Check a batch of rows and flatten it.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, *item_shape)
+    name : str
+        Argument name used in error messages.
+    n_rows : int, optional
+        Required number of rows.
+
+    Returns
+    -------
+    X2 : ndarray, shape (n, prod(item_shape)), float64
+    item_shape : tuple
+    """
+    try:
+        arr = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(X).__name__}: {exc}") from None
+    if arr.ndim < 1:
+        raise ValueError(f"{name} must have shape (n, ...) with one row per item, got a scalar")
+    if n_rows is not None and arr.shape[0] != n_rows:
+        raise ValueError(
+            f"{name} must have {n_rows} rows (shape ({n_rows}, ...)), got shape {arr.shape}"
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} must have at least one row, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        rows = np.unique(np.nonzero(bad.reshape(arr.shape[0], -1))[0])
+        raise ValueError(
+            f"{name} contains NaN or Inf in rows {rows[:10].tolist()}"
+            + (" ..." if rows.size > 10 else "")
+        )
+    item_shape = arr.shape[1:]
+    return arr.reshape(arr.shape[0], -1), item_shape
+
+
+def check_returned(returned, n_workers: int, name: str = "returned") -> np.ndarray:
+    """Check worker indices: 1-D integers in [0, n_workers), no duplicates.
+
+    Returns the indices as an int64 array in the caller's order.
+    """
+    arr = np.asarray(returned)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of worker indices, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{name} must hold integer worker indices, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and (arr.min() < 0 or arr.max() >= n_workers):
+        bad = arr[(arr < 0) | (arr >= n_workers)]
+        raise ValueError(
+            f"{name} must index workers in [0, {n_workers}), got out-of-range {bad[:10].tolist()}"
+        )
+    uniq, counts = np.unique(arr, return_counts=True)
+    if np.any(counts > 1):
+        raise ValueError(f"{name} must not repeat a worker, got duplicates {uniq[counts > 1].tolist()}")
+    return arr
+
+
+def require_returns(n_returned: int, n_required: int, scheme: str) -> None:
+    if n_returned < n_required:
+        raise InsufficientReturnsError(
+            f"{scheme} needs at least {n_required} returned workers to decode, got {n_returned}",
+            n_returned=n_returned,
+            n_required=n_required,
+        )
+
+
+def rng_from(seed) -> np.random.Generator:
+    """A numpy Generator from a seed, a Generator, or None."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(seed)

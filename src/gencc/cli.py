@@ -1,0 +1,136 @@
+"""The ``gencc`` command line: demo, accuracy bench, reproduce, workloads."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+
+def _limit_blas_threads():
+    # Decodes are many small dense solves; BLAS threads only contend there.
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1, user_api="blas")
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        pass
+
+
+def _schemes_arg(text):
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    from .schemes import SCHEMES
+
+    bad = [n for n in names if n not in SCHEMES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"schemes must be a comma list of {sorted(SCHEMES)}, got {text!r}")
+    return names
+
+
+def _add_bench(sub):
+    from .stragglers import STRAGGLER_MODELS
+
+    p = sub.add_parser("bench", help="benchmarks from the command line")
+    bsub = p.add_subparsers(dest="bench", required=True)
+    a = bsub.add_parser("accuracy", help="decoding accuracy of schemes side by side")
+    a.add_argument("--workload", default="xsinx", help="registered workload name (see `gencc workloads`)")
+    a.add_argument("--schemes", type=_schemes_arg, default=["gcc", "letcc", "bacc", "replication"],
+                   help="comma list of schemes (default: gcc,letcc,bacc,replication)")
+    a.add_argument("--workers", "-N", type=int, default=32, help="N, number of workers")
+    a.add_argument("--inputs", "-K", type=int, default=8, help="K, inputs per batch")
+    a.add_argument("--stragglers", "-S", type=int, default=4, help="S, number of stragglers")
+    a.add_argument("--straggler-model", choices=STRAGGLER_MODELS, default="random")
+    a.add_argument("--p", type=float, default=0.1, help="straggling probability for --straggler-model bernoulli")
+    a.add_argument("--lcc-degree", type=int, default=2, help="degree of f assumed by LCC")
+    a.add_argument("--rounds", type=int, default=20, help="batches drawn")
+    a.add_argument("--draws", type=int, default=1, help="straggler draws per batch")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                   help="also write machine-readable results (to PATH, or stdout when no PATH)")
+    return p
+
+
+def _run_bench_accuracy(args) -> int:
+    from . import workloads
+    from .experiments.compare import ROW_COLUMNS, build_schemes, compare_schemes
+    from .report import format_table, write_json
+    from .stragglers import make_stragglers
+
+    wl = workloads.get(args.workload)
+    schemes = build_schemes(args.schemes, args.inputs, args.workers, args.lcc_degree)
+
+    def model_for(s):
+        return make_stragglers(args.straggler_model, n_stragglers=min(args.stragglers, s.n_workers - 1)
+                               if s.name != "uncoded" else 0, p=args.p, wait_for=s.n_workers - args.stragglers)
+
+    rows, evals = compare_schemes(wl, schemes, model_for, rounds=args.rounds, draws=args.draws,
+                                  seed=args.seed, progress=sys.stderr.isatty())
+    cols = [c for c in ROW_COLUMNS if any(r.get(c) is not None for r in rows)]
+    title = (f"workload={wl.name} N={args.workers} K={args.inputs} S={args.stragglers} "
+             f"model={args.straggler_model} rounds={args.rounds} seed={args.seed}")
+    result = {"settings": vars(args) | {"schemes": args.schemes}, "rows": rows,
+              "evaluations": [e.to_dict() for e in evals]}
+    if args.json == "-":
+        import json
+
+        from .report import _plain
+
+        print(json.dumps(_plain(result), indent=2))
+    else:
+        print(format_table(rows, cols, title=title))
+        if args.json:
+            print(f"wrote {write_json(result, args.json)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gencc", description="General Coded Computing")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"gencc {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="the main job: a classifier on real workers with stragglers, GCC vs peers")
+    d.add_argument("--out", default="gencc-demo", help="output folder for the table and plot")
+    d.add_argument("--batches", type=int, default=None, help="batches per scheme")
+    d.add_argument("--seed", type=int, default=0)
+    _add_bench(sub)
+    r = sub.add_parser("reproduce", help="the paper's sweeps: CSV, JSON, tables and PNG plots")
+    r.add_argument("--out", default="gencc-results")
+    r.add_argument("--quick", action="store_true", help="a small version in a few minutes")
+    r.add_argument("--only", default=None, help="comma list of sweeps: n,s,p,dnn")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--no-resume", action="store_true", help="recompute sweeps already in --out")
+    sub.add_parser("workloads", help="list the registered workloads")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    _limit_blas_threads()
+    try:
+        if args.command == "bench":
+            return _run_bench_accuracy(args)
+        if args.command == "workloads":
+            from . import workloads
+            from .report import format_table
+
+            print(format_table([{"name": n, "task": t, "description": d} for n, t, d in workloads.describe()]))
+            return 0
+        if args.command == "demo":
+            from .experiments.demo import run_demo
+
+            return run_demo(out=args.out, batches=args.batches, seed=args.seed)
+        if args.command == "reproduce":
+            from .experiments.reproduce import run_reproduce
+
+            return run_reproduce(out=args.out, quick=args.quick, only=args.only, seed=args.seed,
+                                 resume=not args.no_resume)
+    except (ValueError, TypeError) as exc:
+        print(f"gencc: error: {exc}", file=sys.stderr)
+        return 2
+    return 1  # pragma: no cover
+
+
+if __name__ == "__main__":
+    sys.exit(main())

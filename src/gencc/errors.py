@@ -1,0 +1,48 @@
+"""Exceptions and warnings raised by gencc."""
+
+from __future__ import annotations
+
+__all__ = [
+    "InsufficientReturnsError",
+    "MissingOutputsError",
+    "IllConditionedWarning",
+]
+
+
+class InsufficientReturnsError(ValueError):
+    """Too few workers returned for the scheme to decode.
+
+    Attributes
+    ----------
+    n_returned : int
+        Number of workers whose results were given to the decoder.
+    n_required : int
+        Smallest number of returns the scheme can decode from.
+    """
+
+    def __init__(self, message: str, *, n_returned: int, n_required: int):
+        super().__init__(message)
+        self.n_returned = n_returned
+        self.n_required = n_required
+
+
+class MissingOutputsError(InsufficientReturnsError):
+    """Some inputs have no returned worker at all (replication, uncoded).
+
+    Attributes
+    ----------
+    missing : ndarray of int
+        Indices of the inputs that no returned worker computed.
+    partial : ndarray, shape (K, *out_shape)
+        The decoded outputs, with the rows of ``missing`` set to NaN. The NaN
+        rows are never returned silently: they only travel inside this error.
+    """
+
+    def __init__(self, message, *, missing, partial, n_returned, n_required):
+        super().__init__(message, n_returned=n_returned, n_required=n_required)
+        self.missing = missing
+        self.partial = partial
+
+
+class IllConditionedWarning(RuntimeWarning):
+    """A kernel system was too ill-conditioned and its ridge was raised."""

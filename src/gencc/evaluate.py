@@ -1,0 +1,205 @@
+"""The accuracy harness: how close are decoded outputs to f(x_k)?"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from ._validation import check_batch, check_int, rng_from
+from .errors import InsufficientReturnsError, MissingOutputsError
+from .schemes.base import CodingScheme
+from .stragglers import StragglerModel
+
+__all__ = ["evaluate", "Evaluation", "Summary", "apply_batch"]
+
+
+@dataclass
+class Summary:
+    """Mean, standard deviation and confidence interval of one metric."""
+
+    mean: float
+    std: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+    @classmethod
+    def of(cls, values, confidence: float) -> "Summary | None":
+        v = np.asarray(values, dtype=np.float64)
+        if v.size == 0:
+            return None
+        mean = float(v.mean())
+        std = float(v.std(ddof=1)) if v.size > 1 else 0.0
+        half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1) * std / math.sqrt(v.size)) if v.size > 1 else 0.0
+        return cls(mean, std, mean - half, mean + half, int(v.size))
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` measured for one scheme.
+
+    Attributes
+    ----------
+    scheme : str
+        ``repr`` of the scheme.
+    metrics : dict of str -> Summary or None
+        ``"mse"``, ``"nmse"`` (MSE over the variance of f(x)), ``"rmse"``,
+        ``"max_error"``, and ``"accuracy"`` (argmax agreement with f, missing
+        inputs counted wrong) for classifiers. ``None`` when no draw decoded.
+    samples : dict of str -> ndarray
+        The per-draw values behind each metric.
+    draws : int
+        Straggler draws attempted (rounds x draws per round).
+    failures : int
+        Draws with too few returns to decode at all.
+    missing_rate : float
+        Fraction of inputs with no answer (replication/uncoded only).
+    returned_mean : float
+        Mean number of returned workers per draw.
+    """
+
+    scheme: str
+    n_inputs: int
+    n_workers: int
+    stragglers: str
+    metrics: dict
+    samples: dict = field(repr=False)
+    draws: int = 0
+    failures: int = 0
+    missing_rate: float = 0.0
+    returned_mean: float = 0.0
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary (without the raw samples)."""
+        d = asdict(self)
+        d.pop("samples")
+        return d
+
+    def mean(self, metric: str) -> float:
+        """The mean of ``metric``, or NaN when no draw decoded."""
+        s = self.metrics.get(metric)
+        return float("nan") if s is None else s.mean
+
+
+def apply_batch(f, X, name: str, n_rows: int) -> np.ndarray:
+    """Call vectorised ``f`` on X, check it returned ``n_rows`` finite rows."""
+    Y = np.asarray(f(X), dtype=np.float64)
+    if Y.ndim < 1 or Y.shape[0] != n_rows:
+        raise ValueError(f"f must map ({n_rows}, ...) inputs to ({n_rows}, ...) outputs; {name} gave {Y.shape}")
+    if not np.all(np.isfinite(Y)):
+        raise ValueError(f"f returned NaN or Inf on the {name}")
+    return Y
+
+
+def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: int = 20, draws: int = 1,
+             seed=0, task: str = "regression", confidence: float = 0.95, progress: bool = False) -> Evaluation:
+    """Measure a scheme's decoding accuracy on f under a straggler model.
+
+    Parameters
+    ----------
+    f : callable
+        Vectorised: maps inputs of shape (n, *in_shape) to outputs (n, *out_shape).
+    scheme : CodingScheme
+        Its ``n_inputs`` is the batch size K.
+    X : array_like, shape (n_samples, *in_shape)
+        Pool of inputs; each round draws K of them (without replacement when
+        n_samples >= K).
+    stragglers : StragglerModel
+        Adversarial models are given the true decoding error (MSE) to maximise.
+    rounds : int
+        Batches drawn; f runs once on the K inputs and once on the N coded inputs per batch.
+    draws : int
+        Straggler draws per batch.
+    seed : int or Generator
+    task : {"regression", "classification"}
+        Classification adds relative accuracy (argmax agreement).
+    confidence : float
+        Level of the t-intervals.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    Evaluation
+
+    Examples
+    --------
+    >>> import numpy as np, gencc
+    >>> X = np.random.default_rng(0).uniform(-2, 2, size=(100, 3))
+    >>> ev = gencc.evaluate(np.sin, gencc.BACC(4, 10), X, gencc.stragglers.RandomStragglers(2), rounds=5)
+    >>> ev.metrics["mse"].n
+    5
+    """
+    if task not in ("regression", "classification"):
+        raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
+    rounds = check_int(rounds, "rounds")
+    draws = check_int(draws, "draws")
+    Xa = np.asarray(X, dtype=np.float64)
+    check_batch(Xa, "X")
+    rng = rng_from(seed)
+    K, N = scheme.n_inputs, scheme.n_workers
+    samples = {k: [] for k in ("mse", "rmse", "max_error", "loo_mse")}
+    if task == "classification":
+        samples["accuracy"] = []
+    truths, failures, missing, answered, n_ret = [], 0, 0, 0, []
+
+    iterator = range(rounds)
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(iterator, desc=f"evaluate {type(scheme).__name__}", leave=False)
+    for _ in iterator:
+        batch = rng.choice(Xa.shape[0], size=K, replace=Xa.shape[0] < K)
+        Xb = Xa[batch]
+        truth = apply_batch(f, Xb, "data inputs", K)
+        truths.append(truth.reshape(K, -1))
+        Y = apply_batch(f, scheme.encode(Xb), "coded inputs", N)
+
+        def error(ret, Y=Y, truth=truth):
+            try:
+                return float(np.mean((scheme.decode(Y[ret], ret) - truth) ** 2))
+            except InsufficientReturnsError:
+                return math.inf
+
+        for _ in range(draws):
+            ret = stragglers.returned(N, rng, error=error if stragglers.adversarial else None)
+            n_ret.append(ret.size)
+            answered += K
+            try:
+                dec = scheme.decode_with_info(Y[ret], ret)
+                est, ok, loo = dec.estimate, np.ones(K, dtype=bool), dec.error_estimate
+            except MissingOutputsError as exc:
+                est, loo = exc.partial, None
+                ok = np.ones(K, dtype=bool)
+                ok[exc.missing] = False
+                missing += exc.missing.size
+            except InsufficientReturnsError:
+                failures += 1
+                missing += K
+                continue
+            if ok.any():
+                err = (est[ok] - truth[ok]).reshape(ok.sum(), -1)
+                mse = float(np.mean(err**2))
+                samples["mse"].append(mse)
+                samples["rmse"].append(math.sqrt(mse))
+                samples["max_error"].append(float(np.abs(err).max()))
+            if loo is not None and np.isfinite(loo):
+                samples["loo_mse"].append(loo)
+            if task == "classification":
+                pred = np.argmax(est.reshape(K, -1), axis=1)
+                agree = (pred == np.argmax(truth.reshape(K, -1), axis=1)) & ok
+                samples["accuracy"].append(float(agree.mean()))
+
+    T = np.concatenate(truths)
+    var = float(np.mean(T.var(axis=0))) if T.shape[0] > 1 else 0.0
+    samples["nmse"] = [m / var for m in samples["mse"]] if var > 0 else []
+    arrays = {k: np.asarray(v) for k, v in samples.items()}
+    return Evaluation(
+        scheme=repr(scheme), n_inputs=K, n_workers=N, stragglers=repr(stragglers),
+        metrics={k: Summary.of(v, confidence) for k, v in arrays.items()}, samples=arrays,
+        draws=rounds * draws, failures=failures, missing_rate=missing / max(answered, 1),
+        returned_mean=float(np.mean(n_ret)),
+    )

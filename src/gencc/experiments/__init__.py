@@ -1,0 +1,1 @@
+"""Experiments built on the library and the runtime: comparisons, sweeps, the demo."""

@@ -1,0 +1,23 @@
+"""Coding schemes: GCC and the peers it is compared with, on one interface."""
+
+from .base import CodingScheme, Decoded
+from .bacc import BACC
+from .gcc import GCC, LeTCC
+from .lcc import LCC
+from .replication import Replication, Uncoded
+
+SCHEMES = {cls.name: cls for cls in (GCC, LeTCC, BACC, LCC, Replication, Uncoded)}
+
+
+def make_scheme(name: str, n_inputs: int, n_workers: int, **params) -> CodingScheme:
+    """Build a scheme by its short name (``"gcc"``, ``"letcc"``, ``"bacc"``,
+    ``"lcc"``, ``"replication"``, ``"uncoded"``)."""
+    try:
+        cls = SCHEMES[name]
+    except KeyError:
+        raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {name!r}") from None
+    return cls(n_inputs=n_inputs, n_workers=n_workers, **params)
+
+
+__all__ = ["CodingScheme", "Decoded", "GCC", "LeTCC", "BACC", "LCC", "Replication", "Uncoded",
+           "SCHEMES", "make_scheme"]

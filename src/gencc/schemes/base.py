@@ -1,0 +1,199 @@
+"""The interface every coding scheme implements.
+
+A scheme maps K inputs to N coded inputs with a fixed linear encoder, and maps
+the outputs of any returned subset of workers back to K estimates.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._validation import check_batch, check_int, check_returned, require_returns
+from ..points import make_points
+
+__all__ = ["CodingScheme", "Decoded"]
+
+
+@dataclass
+class Decoded:
+    """A decoded batch and what the decoder knows about it.
+
+    Attributes
+    ----------
+    estimate : ndarray, shape (K, *out_shape)
+    info : dict
+        Scheme-specific facts, e.g. the kernel and ridge chosen and
+        ``"loo_mse"``, the decoder's own estimate of its squared error.
+    """
+
+    estimate: np.ndarray
+    info: dict = field(default_factory=dict)
+
+    @property
+    def error_estimate(self) -> float | None:
+        """The decoder's own mean-squared-error estimate, if it has one."""
+        return self.info.get("loo_mse")
+
+
+class CodingScheme:
+    """Base class of coding schemes over K inputs and N workers.
+
+    Subclasses take their hyper-parameters as keyword arguments of
+    ``__init__`` and store each under the same name (as in scikit-learn), and
+    implement ``_encoder_matrix`` and ``_decode_sorted``.
+
+    Parameters
+    ----------
+    n_inputs : int
+        K, the number of inputs per batch.
+    n_workers : int
+        N, the number of workers.
+    data_points : str or array_like, shape (K,)
+        The points alpha_k on [-1, 1].
+    worker_points : str or array_like, shape (N,)
+        The points beta_n on [-1, 1].
+    """
+
+    name = "scheme"
+
+    def __init__(self, n_inputs, n_workers, *, data_points="chebyshev1", worker_points="chebyshev2"):
+        self.n_inputs = check_int(n_inputs, "n_inputs")
+        self.n_workers = check_int(n_workers, "n_workers")
+        self.data_points = data_points
+        self.worker_points = worker_points
+        self.alpha = make_points(data_points, self.n_inputs, "data_points")
+        self.beta = make_points(worker_points, self.n_workers, "worker_points")
+        self._E = None
+
+    # -- parameters ---------------------------------------------------------
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        names = []
+        for klass in cls.__mro__:
+            if klass is object:
+                break
+            sig = inspect.signature(klass.__init__)
+            for p in list(sig.parameters.values())[1:]:
+                if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.name in names:
+                    continue
+                names.append(p.name)
+        return names
+
+    def get_params(self) -> dict:
+        """Constructor arguments of this scheme, by name."""
+        return {k: getattr(self, k) for k in self._param_names() if hasattr(self, k)}
+
+    def with_params(self, **params) -> "CodingScheme":
+        """A new scheme of the same class with some parameters changed."""
+        unknown = set(params) - set(self._param_names())
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no parameters {sorted(unknown)}")
+        return type(self)(**{**self.get_params(), **params})
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if not isinstance(v, np.ndarray))
+        return f"{type(self).__name__}({args})"
+
+    # -- capacity -----------------------------------------------------------
+    @property
+    def min_returns(self) -> int:
+        """Smallest number of returned workers this scheme decodes from."""
+        return 1
+
+    # -- encoding -----------------------------------------------------------
+    def encoder_matrix(self) -> np.ndarray:
+        """The linear encoder: coded = E @ X, shape (N, K)."""
+        if self._E is None:
+            self._E = self._encoder_matrix()
+            self._E.setflags(write=False)
+        return self._E
+
+    def encode(self, X) -> np.ndarray:
+        """Encode a batch.
+
+        Parameters
+        ----------
+        X : array_like, shape (K, *in_shape)
+
+        Returns
+        -------
+        coded : ndarray, shape (N, *in_shape)
+            Row n is the input sent to worker n.
+        """
+        X2, shape = check_batch(X, "X", self.n_inputs)
+        return (self.encoder_matrix() @ X2).reshape((self.n_workers, *shape))
+
+    # -- decoding -----------------------------------------------------------
+    def _prepare(self, Y, returned):
+        idx = check_returned(returned, self.n_workers)
+        require_returns(idx.size, self.min_returns, type(self).__name__)
+        Y2 = shape = None
+        if Y is not None:
+            Y2, shape = check_batch(Y, "Y", idx.size)
+        order = np.argsort(self.beta[idx], kind="stable")
+        return idx, order, Y2, shape
+
+    def decode_with_info(self, Y, returned) -> Decoded:
+        """Decode and report what the decoder knows.
+
+        Parameters
+        ----------
+        Y : array_like, shape (len(returned), *out_shape)
+            ``Y[i]`` is the output of worker ``returned[i]``.
+        returned : sequence of int
+            Distinct worker indices in [0, N), in any order.
+
+        Returns
+        -------
+        Decoded
+            ``estimate`` has shape (K, *out_shape).
+        """
+        idx, order, Y2, shape = self._prepare(Y, returned)
+        est, info = self._decode_sorted(idx[order], Y2[order])
+        return Decoded(est.reshape((self.n_inputs, *shape)), info)
+
+    def decode(self, Y, returned) -> np.ndarray:
+        """Estimate f(x_1..x_K) from the returned workers' outputs.
+
+        Parameters
+        ----------
+        Y : array_like, shape (len(returned), *out_shape)
+        returned : sequence of int
+
+        Returns
+        -------
+        estimate : ndarray, shape (K, *out_shape)
+        """
+        return self.decode_with_info(Y, returned).estimate
+
+    def decoder_matrix(self, returned, Y=None) -> np.ndarray:
+        """The linear decoder for this returned set: estimate = D @ Y.
+
+        Parameters
+        ----------
+        returned : sequence of int
+        Y : array_like, optional
+            Needed only by schemes whose decoder adapts to the data.
+
+        Returns
+        -------
+        D : ndarray, shape (K, len(returned))
+            Columns in the order of ``returned``.
+        """
+        idx, order, Y2, _ = self._prepare(Y, returned)
+        D_sorted = self._decoder_matrix_sorted(idx[order], None if Y2 is None else Y2[order])
+        D = np.empty_like(D_sorted)
+        D[:, order] = D_sorted
+        return D
+
+    def _decode_sorted(self, idx, Y2):
+        return self._decoder_matrix_sorted(idx, Y2) @ Y2, {}
+
+    def _encoder_matrix(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _decoder_matrix_sorted(self, idx, Y2) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError

@@ -1,0 +1,291 @@
+"""Straggler models: which workers return, by count, adversary, chance or latency.
+
+Every model answers ``returned(n_workers, rng, error=None)`` with the sorted
+indices of the workers whose results reach the decoder. Adversarial models
+need ``error``: a callable mapping a returned set to the decoding error the
+adversary wants to maximise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import check_int, check_nonnegative, check_probability, rng_from
+
+__all__ = [
+    "StragglerModel", "NoStragglers", "RandomStragglers", "ContiguousStragglers", "GreedyStragglers",
+    "BernoulliStragglers", "LatencyModel", "ShiftedExponential", "Pareto", "SlowNodes",
+    "LatencyStragglers", "WorstCaseStragglers", "make_stragglers", "STRAGGLER_MODELS",
+]
+
+
+class StragglerModel:
+    """Base class. ``adversarial`` models need the ``error`` callback."""
+
+    adversarial = False
+
+    def returned(self, n_workers: int, rng=None, error=None) -> np.ndarray:
+        """Sorted indices (int64) of the workers that return."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _check_count(self, n_workers):
+        if self.n_stragglers >= n_workers:
+            raise ValueError(
+                f"n_stragglers must be < n_workers = {n_workers}, got {self.n_stragglers}"
+            )
+
+
+@dataclass
+class NoStragglers(StragglerModel):
+    """Every worker returns."""
+
+    def returned(self, n_workers, rng=None, error=None):
+        return np.arange(n_workers)
+
+
+@dataclass
+class RandomStragglers(StragglerModel):
+    """Exactly ``n_stragglers`` workers, chosen uniformly at random, never return."""
+
+    n_stragglers: int
+
+    def __post_init__(self):
+        self.n_stragglers = check_int(self.n_stragglers, "n_stragglers", minimum=0)
+
+    def returned(self, n_workers, rng=None, error=None):
+        self._check_count(n_workers)
+        rng = rng_from(rng)
+        out = rng.choice(n_workers, size=n_workers - self.n_stragglers, replace=False)
+        return np.sort(out)
+
+
+def _require_error(model, error):
+    if error is None:
+        raise ValueError(f"{type(model).__name__} is adversarial: pass error=callable(returned) -> float")
+
+
+@dataclass
+class ContiguousStragglers(StragglerModel):
+    """Worst contiguous block: the ``n_stragglers`` adjacent workers (in worker
+    point order) whose loss maximises the decoding error.
+
+    Tries all N - S + 1 blocks.
+    """
+
+    n_stragglers: int
+    adversarial = True
+
+    def __post_init__(self):
+        self.n_stragglers = check_int(self.n_stragglers, "n_stragglers", minimum=0)
+
+    def returned(self, n_workers, rng=None, error=None):
+        self._check_count(n_workers)
+        S = self.n_stragglers
+        if S == 0:
+            return np.arange(n_workers)
+        _require_error(self, error)
+        everyone = np.arange(n_workers)
+        best, best_err = None, -np.inf
+        for start in range(n_workers - S + 1):
+            ret = np.concatenate([everyone[:start], everyone[start + S:]])
+            e = error(ret)
+            if e > best_err:
+                best, best_err = ret, e
+        return best
+
+
+@dataclass
+class GreedyStragglers(StragglerModel):
+    """Greedy adversary: removes, one at a time, the worker whose loss
+    increases the decoding error most, ``n_stragglers`` times (S * N decodes)."""
+
+    n_stragglers: int
+    adversarial = True
+
+    def __post_init__(self):
+        self.n_stragglers = check_int(self.n_stragglers, "n_stragglers", minimum=0)
+
+    def returned(self, n_workers, rng=None, error=None):
+        self._check_count(n_workers)
+        ret = np.arange(n_workers)
+        if self.n_stragglers == 0:
+            return ret
+        _require_error(self, error)
+        for _ in range(self.n_stragglers):
+            errs = [error(np.delete(ret, i)) for i in range(ret.size)]
+            ret = np.delete(ret, int(np.argmax(errs)))
+        return ret
+
+
+@dataclass
+class BernoulliStragglers(StragglerModel):
+    """Each worker straggles independently with probability ``p``."""
+
+    p: float
+
+    def __post_init__(self):
+        self.p = check_probability(self.p, "p")
+
+    def returned(self, n_workers, rng=None, error=None):
+        rng = rng_from(rng)
+        return np.flatnonzero(rng.random(n_workers) >= self.p)
+
+
+class LatencyModel:
+    """A distribution of per-worker completion times (seconds)."""
+
+    def sample(self, n_workers: int, rng=None) -> np.ndarray:
+        """Latencies, shape (n_workers,)."""
+        raise NotImplementedError  # pragma: no cover
+
+
+@dataclass
+class ShiftedExponential(LatencyModel):
+    """``shift + Exp(rate)``: the classic straggler model of coded computing."""
+
+    shift: float = 1.0
+    rate: float = 1.0
+
+    def __post_init__(self):
+        self.shift = check_nonnegative(self.shift, "shift")
+        if check_nonnegative(self.rate, "rate") == 0:
+            raise ValueError("rate must be > 0")
+
+    def sample(self, n_workers, rng=None):
+        return self.shift + rng_from(rng).exponential(1.0 / self.rate, size=n_workers)
+
+
+@dataclass
+class Pareto(LatencyModel):
+    """Heavy-tailed Pareto latencies: ``scale * (1 + Lomax(shape))``, all >= scale."""
+
+    scale: float = 1.0
+    shape: float = 2.0
+
+    def __post_init__(self):
+        if check_nonnegative(self.scale, "scale") == 0 or check_nonnegative(self.shape, "shape") == 0:
+            raise ValueError("scale and shape must be > 0")
+
+    def sample(self, n_workers, rng=None):
+        return self.scale * (1.0 + rng_from(rng).pareto(self.shape, size=n_workers))
+
+
+@dataclass
+class SlowNodes(LatencyModel):
+    """Bimodal: most workers take ``base`` (+/- jitter), a ``fraction`` of them
+    are slow nodes taking ``slowdown`` times longer."""
+
+    base: float = 1.0
+    fraction: float = 0.1
+    slowdown: float = 10.0
+    jitter: float = 0.05
+
+    def __post_init__(self):
+        self.base = check_nonnegative(self.base, "base")
+        self.fraction = check_probability(self.fraction, "fraction", closed=True)
+        self.slowdown = check_nonnegative(self.slowdown, "slowdown")
+        self.jitter = check_nonnegative(self.jitter, "jitter")
+
+    def sample(self, n_workers, rng=None):
+        rng = rng_from(rng)
+        t = self.base * (1.0 + self.jitter * rng.random(n_workers))
+        slow = rng.random(n_workers) < self.fraction
+        return np.where(slow, t * self.slowdown, t)
+
+
+@dataclass
+class LatencyStragglers(StragglerModel):
+    """Workers return in latency order; the master waits for the fastest
+    ``wait_for`` or until ``deadline``, or both (the fastest ``wait_for``, or
+    everyone done by ``deadline``, whichever set is larger).
+
+    Parameters
+    ----------
+    latency : LatencyModel
+    wait_for : int, optional
+    deadline : float, optional
+        Seconds. At least one of ``wait_for`` and ``deadline`` is required.
+    """
+
+    latency: LatencyModel
+    wait_for: int | None = None
+    deadline: float | None = None
+
+    def __post_init__(self):
+        if self.wait_for is None and self.deadline is None:
+            raise ValueError("LatencyStragglers needs wait_for, deadline, or both")
+        if self.wait_for is not None:
+            self.wait_for = check_int(self.wait_for, "wait_for")
+        if self.deadline is not None:
+            self.deadline = check_nonnegative(self.deadline, "deadline")
+
+    def returned(self, n_workers, rng=None, error=None):
+        lat = self.latency.sample(n_workers, rng_from(rng))
+        return self.returned_from_latencies(lat)
+
+    def returned_from_latencies(self, lat) -> np.ndarray:
+        """Returned set for given latencies (shape (N,))."""
+        keep = np.zeros(lat.size, dtype=bool)
+        if self.wait_for is not None:
+            if self.wait_for > lat.size:
+                raise ValueError(f"wait_for must be <= n_workers = {lat.size}, got {self.wait_for}")
+            keep[np.argsort(lat, kind="stable")[: self.wait_for]] = True
+        if self.deadline is not None:
+            keep |= lat <= self.deadline
+        return np.flatnonzero(keep)
+
+
+_LATENCIES = {"exponential": ShiftedExponential, "pareto": Pareto, "slow-nodes": SlowNodes}
+STRAGGLER_MODELS = ("none", "random", "contiguous", "greedy", "worst", "bernoulli", *_LATENCIES)
+
+
+def make_stragglers(kind: str, *, n_stragglers: int = 0, p: float = 0.0, wait_for=None, deadline=None):
+    """Build a straggler model from its CLI name.
+
+    Parameters
+    ----------
+    kind : {"none", "random", "contiguous", "greedy", "worst", "bernoulli", "exponential", "pareto", "slow-nodes"}
+    n_stragglers : int
+        S for the count models; for latency models, ``wait_for`` defaults to N - S
+        and is resolved by the caller.
+    p : float
+        Straggling probability for ``"bernoulli"``.
+    """
+    if kind == "none":
+        return NoStragglers()
+    if kind == "random":
+        return RandomStragglers(n_stragglers)
+    if kind == "contiguous":
+        return ContiguousStragglers(n_stragglers)
+    if kind == "greedy":
+        return GreedyStragglers(n_stragglers)
+    if kind == "worst":
+        return WorstCaseStragglers(n_stragglers)
+    if kind == "bernoulli":
+        return BernoulliStragglers(p)
+    if kind in _LATENCIES:
+        return LatencyStragglers(_LATENCIES[kind](), wait_for=wait_for, deadline=deadline)
+    raise ValueError(f"straggler model must be one of {list(STRAGGLER_MODELS)}, got {kind!r}")
+
+
+@dataclass
+class WorstCaseStragglers(StragglerModel):
+    """The worst of several adversaries for S stragglers: by default the
+    contiguous block and the greedy adversary, whichever hurts more."""
+
+    n_stragglers: int
+    adversarial = True
+
+    def __post_init__(self):
+        self.n_stragglers = check_int(self.n_stragglers, "n_stragglers", minimum=0)
+        self.adversaries = (ContiguousStragglers(self.n_stragglers), GreedyStragglers(self.n_stragglers))
+
+    def returned(self, n_workers, rng=None, error=None):
+        self._check_count(n_workers)
+        if self.n_stragglers == 0:
+            return np.arange(n_workers)
+        _require_error(self, error)
+        sets = [adv.returned(n_workers, rng, error) for adv in self.adversaries]
+        return max(sets, key=error)

@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from gencc import stragglers as st
+
+
+def test_random_stragglers_are_seeded_and_sized():
+    m = st.RandomStragglers(3)
+    a = m.returned(10, np.random.default_rng(5))
+    b = m.returned(10, np.random.default_rng(5))
+    assert a.tolist() == b.tolist() and a.size == 7 and np.all(np.diff(a) > 0)
+
+
+def test_contiguous_adversary_finds_the_worst_block():
+    # error = how many of workers {4, 5} are missing: the worst block of 2 is exactly {4, 5}
+    err = lambda ret: 2 - np.isin([4, 5], ret).sum()
+    ret = st.ContiguousStragglers(2).returned(10, error=err)
+    assert sorted(set(range(10)) - set(ret.tolist())) == [4, 5]
+
+
+def test_greedy_adversary_maximises_step_by_step():
+    weight = np.array([0.1, 5.0, 0.2, 3.0, 0.0, 1.0])
+    err = lambda ret: weight.sum() - weight[ret].sum()
+    ret = st.GreedyStragglers(2).returned(6, error=err)
+    assert sorted(set(range(6)) - set(ret.tolist())) == [1, 3]
+
+
+def test_bernoulli_rate():
+    rng = np.random.default_rng(0)
+    sizes = [st.BernoulliStragglers(0.2).returned(100, rng).size for _ in range(200)]
+    assert abs(np.mean(sizes) - 80) < 1.0
+
+
+@pytest.mark.parametrize("lat", [st.ShiftedExponential(1.0, 2.0), st.Pareto(1.0, 2.5), st.SlowNodes(1.0, 0.2, 8.0)])
+def test_latency_models_are_positive_and_seeded(lat):
+    a = lat.sample(50, np.random.default_rng(1))
+    assert a.shape == (50,) and np.all(a > 0)
+    assert np.array_equal(a, lat.sample(50, np.random.default_rng(1)))
+
+
+def test_slow_nodes_are_bimodal():
+    lat = st.SlowNodes(base=1.0, fraction=0.25, slowdown=10.0).sample(4000, np.random.default_rng(0))
+    assert abs(np.mean(lat > 5) - 0.25) < 0.03
+
+
+def test_wait_for_fastest_and_deadline():
+    lat = np.array([3.0, 0.5, 2.0, 9.0, 1.0])
+    assert st.LatencyStragglers(st.ShiftedExponential(), wait_for=2).returned_from_latencies(lat).tolist() == [1, 4]
+    assert st.LatencyStragglers(st.ShiftedExponential(), deadline=2.5).returned_from_latencies(lat).tolist() == [1, 2, 4]
+    both = st.LatencyStragglers(st.ShiftedExponential(), wait_for=4, deadline=1.0)
+    assert both.returned_from_latencies(lat).tolist() == [0, 1, 2, 4]
+
+
+def test_make_stragglers_names():
+    assert isinstance(st.make_stragglers("greedy", n_stragglers=2), st.GreedyStragglers)
+    assert isinstance(st.make_stragglers("pareto", wait_for=3), st.LatencyStragglers)
+    with pytest.raises(ValueError, match="straggler model must be one of"):
+        st.make_stragglers("cosmic-rays")
