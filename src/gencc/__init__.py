@@ -6,6 +6,8 @@ runs schemes on real workers; ``gencc.workloads`` and ``gencc.experiments``
 sit on top of both.
 """
 
+import logging
+
 from . import kernels, points, stragglers
 from .errors import IllConditionedWarning, InsufficientReturnsError, MissingOutputsError
 from .evaluate import Evaluation, evaluate
@@ -13,6 +15,8 @@ from .schemes import BACC, GCC, LCC, SCHEMES, CodingScheme, Decoded, LeTCC, Repl
 from .tuning import tune
 
 __version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "GCC", "LeTCC", "BACC", "LCC", "Replication", "Uncoded", "CodingScheme", "Decoded", "SCHEMES",

@@ -6,7 +6,6 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from ._validation import check_batch, check_int, rng_from
 from .errors import InsufficientReturnsError, MissingOutputsError
@@ -31,6 +30,8 @@ class Summary:
         v = np.asarray(values, dtype=np.float64)
         if v.size == 0:
             return None
+        from scipy import stats  # imported here: scipy.stats is slow to import
+
         mean = float(v.mean())
         std = float(v.std(ddof=1)) if v.size > 1 else 0.0
         half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1) * std / math.sqrt(v.size)) if v.size > 1 else 0.0

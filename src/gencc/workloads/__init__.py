@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Workload", "LoadedWorkload", "register", "get", "names", "describe"]
+__all__ = ["Workload", "LoadedWorkload", "WorkloadFactory", "register", "get", "names", "describe"]
 
 
 @dataclass
@@ -110,24 +110,22 @@ def _load_builtin():
         pass
 
 
-class WorkloadFunction:
-    """A picklable callable that loads a workload's f on first call.
+class WorkloadFactory:
+    """A picklable zero-argument model factory for the runtime: each worker
+    calls it once and gets the workload's f, loaded from the registry.
 
-    Give it to the runtime as the model factory's product: each worker
-    process builds the model once, from the registry, not per call.
+    >>> WorkloadFactory("xsinx")()(np.zeros((1, 4))).shape
+    (1, 4)
     """
 
     def __init__(self, name: str):
         self.name = name
-        self._f = None
 
-    def __call__(self, X):
-        if self._f is None:
-            self._f = get(self.name).f
-        return self._f(X)
+    def __call__(self):
+        return get(self.name).f
 
-    def __getstate__(self):
-        return {"name": self.name, "_f": None}
+    def __repr__(self):
+        return f"WorkloadFactory({self.name!r})"
 
 
 def as_float64(fn):

@@ -1,0 +1,11 @@
+"""Importable model factories for runtime tests (workers must be able to import them)."""
+
+import numpy as np
+
+
+def xsinx():
+    return lambda X: np.asarray(X, dtype=np.float64) * np.sin(X)
+
+
+def broken():
+    raise RuntimeError("no weights here")
