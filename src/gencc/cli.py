@@ -1,4 +1,4 @@
-"""The ``gencc`` command line: demo, accuracy bench, reproduce, workloads."""
+"""The ``gencc`` command line: demo, accuracy bench, workloads."""
 
 from __future__ import annotations
 
@@ -95,12 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--batches", type=int, default=None, help="batches per scheme")
     d.add_argument("--seed", type=int, default=0)
     _add_bench(sub)
-    r = sub.add_parser("reproduce", help="the paper's sweeps: CSV, JSON, tables and PNG plots")
-    r.add_argument("--out", default="gencc-results")
-    r.add_argument("--quick", action="store_true", help="a small version in a few minutes")
-    r.add_argument("--only", default=None, help="comma list of sweeps: n,s,p,dnn")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--no-resume", action="store_true", help="recompute sweeps already in --out")
     sub.add_parser("workloads", help="list the registered workloads")
     return parser
 
@@ -121,11 +115,6 @@ def main(argv=None) -> int:
             from .experiments.demo import run_demo
 
             return run_demo(out=args.out, batches=args.batches, seed=args.seed)
-        if args.command == "reproduce":
-            from .experiments.reproduce import run_reproduce
-
-            return run_reproduce(out=args.out, quick=args.quick, only=args.only, seed=args.seed,
-                                 resume=not args.no_resume)
     except (ValueError, TypeError) as exc:
         print(f"gencc: error: {exc}", file=sys.stderr)
         return 2
