@@ -10,7 +10,7 @@ import os
 import time
 
 from .faults import apply_output_fault
-from .worker import build_model, compute
+from .worker import build_model, compute, set_threads
 
 __all__ = ["RayBackend"]
 
@@ -20,14 +20,7 @@ class _RayWorker:
     injected delay (a sleep) can be cancelled like the local backend's."""
 
     def __init__(self, factory, threads):
-        if threads:
-            os.environ["OMP_NUM_THREADS"] = str(threads)
-            try:
-                import torch
-
-                torch.set_num_threads(threads)
-            except ImportError:  # pragma: no cover
-                pass
+        set_threads(threads)
         self.f = build_model(factory)
 
     def ready(self):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .faults import apply_output_fault
 
-__all__ = ["worker_main", "build_model", "compute"]
+__all__ = ["worker_main", "build_model", "compute", "set_threads"]
 
 
 def build_model(factory):
@@ -52,6 +52,19 @@ class _TorchFunction:
         return out.double().numpy()
 
 
+def set_threads(threads: int | None):
+    """Limit a worker's compute threads (OpenMP and torch)."""
+    if not threads:
+        return
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:  # pragma: no cover
+        pass
+
+
 def compute(f, x: np.ndarray) -> np.ndarray:
     """Run f on a single coded input (as a batch of one)."""
     return np.asarray(f(x[None]), dtype=np.float64)[0]
@@ -59,14 +72,7 @@ def compute(f, x: np.ndarray) -> np.ndarray:
 
 def worker_main(conn, factory, worker_id: int, threads: int | None):
     """Process entry point: ("task", batch, slot, x, fault) in; ("result"|"error", ...) out."""
-    if threads:
-        os.environ["OMP_NUM_THREADS"] = str(threads)
-        try:
-            import torch
-
-            torch.set_num_threads(threads)
-        except ImportError:  # pragma: no cover
-            pass
+    set_threads(threads)
     try:
         f = build_model(factory)
     except BaseException:  # report and stop: the executor fails construction with this text
