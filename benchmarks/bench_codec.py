@@ -63,7 +63,7 @@ def main():
         base = best_time(lambda: A @ B, max(repeat, 20))
         f_cost = dnn_time(N, repeat)
         schemes = {
-            "gcc-auto": gencc.GCC(K, N),
+            "gcc-auto": gencc.GCC(K, N, lam_dec="auto"),
             "gcc-fixed": gencc.GCC(K, N, kernel="sobolev2", lam_dec=1e-8),
             "letcc": gencc.LeTCC(K, N),
             "bacc": gencc.BACC(K, N),
