@@ -1,4 +1,4 @@
-"""The ``gencc`` command line: demo, accuracy bench, workloads."""
+"""The ``gencc`` command line: demo, reproduce, accuracy bench, workloads."""
 
 from __future__ import annotations
 
@@ -26,6 +26,26 @@ def _schemes_arg(text):
     if bad or not names:
         raise argparse.ArgumentTypeError(f"schemes must be a comma list of {sorted(SCHEMES)}, got {text!r}")
     return names
+
+
+def _sweeps_arg(text):
+    from .experiments.reproduce import SWEEPS
+
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in SWEEPS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"sweeps must be a comma list of {list(SWEEPS)}, got {text!r}")
+    return names
+
+
+def _run_reproduce(args) -> int:
+    from dataclasses import replace
+
+    from .experiments.reproduce import SWEEPS, ReproduceConfig, run_reproduce
+
+    cfg = replace(ReproduceConfig.quick() if args.quick else ReproduceConfig(), seed=args.seed)
+    run_reproduce(args.out, args.sweeps or SWEEPS, cfg, resume=not args.fresh, progress=sys.stderr.isatty())
+    return 0
 
 
 def _add_bench(sub):
@@ -94,6 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="gencc-demo", help="output folder for the table and plot")
     d.add_argument("--batches", type=int, default=None, help="batches per scheme")
     d.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("reproduce", help="the paper's experiments: error vs N, vs S, Bernoulli stragglers, DNN table")
+    r.add_argument("--out", default="gencc-reproduce", help="output folder (one sub-folder per sweep)")
+    r.add_argument("--quick", action="store_true", help="a small version, a few minutes on 2 cores")
+    r.add_argument("--sweeps", type=_sweeps_arg, default=None,
+                   help="comma list of sweeps to run (default: rate,stragglers,bernoulli,dnn)")
+    r.add_argument("--fresh", action="store_true", help="ignore results already in --out instead of resuming")
+    r.add_argument("--seed", type=int, default=0)
     _add_bench(sub)
     sub.add_parser("workloads", help="list the registered workloads")
     return parser
@@ -111,6 +138,8 @@ def main(argv=None) -> int:
 
             print(format_table([{"name": n, "task": t, "description": d} for n, t, d in workloads.describe()]))
             return 0
+        if args.command == "reproduce":
+            return _run_reproduce(args)
         if args.command == "demo":
             from .experiments.demo import run_demo
 

@@ -12,7 +12,10 @@ from .errors import InsufficientReturnsError, MissingOutputsError
 from .schemes.base import CodingScheme
 from .stragglers import StragglerModel
 
-__all__ = ["evaluate", "Evaluation", "Summary", "apply_batch"]
+__all__ = ["evaluate", "Evaluation", "Summary", "apply_batch", "cosine_similarity", "TASKS"]
+
+TASKS = ("regression", "classification", "embedding")
+_LOST_INPUT = 1e100  # what an adversary scores per input left with no answer
 
 
 @dataclass
@@ -48,8 +51,11 @@ class Evaluation:
         ``repr`` of the scheme.
     metrics : dict of str -> Summary or None
         ``"mse"``, ``"nmse"`` (MSE over the variance of f(x)), ``"rmse"``,
-        ``"max_error"``, and ``"accuracy"`` (argmax agreement with f, missing
-        inputs counted wrong) for classifiers. ``None`` when no draw decoded.
+        ``"max_error"``, ``"loo_mse"`` (the decoder's own estimate, where it has
+        one), ``"accuracy"`` (argmax agreement with f, missing inputs counted
+        wrong) for classifiers and ``"cosine"`` (mean cosine similarity of
+        decoded and true outputs over the answered inputs) for embeddings.
+        ``None`` when no draw decoded.
     samples : dict of str -> ndarray
         The per-draw values behind each metric.
     draws : int
@@ -95,6 +101,19 @@ def apply_batch(f, X, name: str, n_rows: int) -> np.ndarray:
     return Y
 
 
+def cosine_similarity(A, B) -> np.ndarray:
+    """Row-wise cosine similarity of two (n, ...) arrays; 0 where a row is zero.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+    """
+    A = np.asarray(A, dtype=np.float64).reshape(len(A), -1)
+    B = np.asarray(B, dtype=np.float64).reshape(len(B), -1)
+    den = np.linalg.norm(A, axis=1) * np.linalg.norm(B, axis=1)
+    return np.divide(np.sum(A * B, axis=1), den, out=np.zeros(len(A)), where=den > 0)
+
+
 def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: int = 20, draws: int = 1,
              seed=0, task: str = "regression", confidence: float = 0.95, progress: bool = False) -> Evaluation:
     """Measure a scheme's decoding accuracy on f under a straggler model.
@@ -115,8 +134,9 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
     draws : int
         Straggler draws per batch.
     seed : int or Generator
-    task : {"regression", "classification"}
-        Classification adds relative accuracy (argmax agreement).
+    task : {"regression", "classification", "embedding"}
+        Classification adds relative accuracy (argmax agreement); embedding
+        adds cosine similarity.
     confidence : float
         Level of the t-intervals.
     progress : bool
@@ -134,8 +154,8 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
     >>> ev.metrics["mse"].n
     5
     """
-    if task not in ("regression", "classification"):
-        raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     rounds = check_int(rounds, "rounds")
     draws = check_int(draws, "draws")
     Xa = np.asarray(X, dtype=np.float64)
@@ -145,6 +165,8 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
     samples = {k: [] for k in ("mse", "rmse", "max_error", "loo_mse")}
     if task == "classification":
         samples["accuracy"] = []
+    if task == "embedding":
+        samples["cosine"] = []
     truths, failures, missing, answered, n_ret = [], 0, 0, 0, []
 
     iterator = range(rounds)
@@ -161,7 +183,14 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
 
         def error(ret, Y=Y, truth=truth):
             try:
-                return float(np.mean((scheme.decode(Y[ret], ret) - truth) ** 2))
+                dec = scheme.decode_with_info(Y[ret], ret)
+                mse = float(np.mean((dec.estimate - truth) ** 2))
+                copies = dec.info.get("copies_returned")
+                # replication is exact until an input's last copy is gone: score
+                # inputs with few copies left so a greedy adversary can find that
+                return mse if copies is None else mse + float(np.sum(0.5 ** np.asarray(copies)))
+            except MissingOutputsError as exc:  # a lost input outweighs any error
+                return _LOST_INPUT * exc.missing.size
             except InsufficientReturnsError:
                 return math.inf
 
@@ -187,6 +216,8 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
                 samples["mse"].append(mse)
                 samples["rmse"].append(math.sqrt(mse))
                 samples["max_error"].append(float(np.abs(err).max()))
+                if task == "embedding":
+                    samples["cosine"].append(float(np.mean(cosine_similarity(est[ok], truth[ok]))))
             if loo is not None and np.isfinite(loo):
                 samples["loo_mse"].append(loo)
             if task == "classification":

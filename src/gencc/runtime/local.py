@@ -24,8 +24,10 @@ class LocalBackend:
     start_method : str, optional
         multiprocessing start method; default "forkserver" on Linux (children
         fork from a clean server that has ``preload`` imported), else "spawn".
-    preload : sequence of str
-        Modules the forkserver imports once (e.g. ``["torch"]``).
+    preload : sequence of str, optional
+        Modules the forkserver imports once, so that workers fork with them
+        loaded (e.g. ``["torch"]``). Default: this package's worker module
+        plus the factory's own ``preload`` attribute, if it has one.
     threads : int
         Compute threads per worker (torch/OpenMP).
     start_timeout : float
@@ -34,12 +36,13 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, factory, n_workers, *, start_method=None, preload=("gencc.runtime.worker",), threads=1,
-                 start_timeout=120.0):
+    def __init__(self, factory, n_workers, *, start_method=None, preload=None, threads=1, start_timeout=120.0):
         self.factory = factory
         self.n_workers = n_workers
         method = start_method or ("forkserver" if sys.platform.startswith("linux") else "spawn")
         self._ctx = mp.get_context(method)
+        if preload is None:
+            preload = ("gencc.runtime.worker", *getattr(factory, "preload", ()))
         if method == "forkserver" and preload:
             self._ctx.set_forkserver_preload(list(preload))
         self.threads = threads

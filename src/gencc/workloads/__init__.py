@@ -45,8 +45,8 @@ class LoadedWorkload:
 
     @property
     def harness_task(self) -> str:
-        """Task name for :func:`gencc.evaluate`."""
-        return "classification" if self.task == "classification" else "regression"
+        """Task name for :func:`gencc.evaluate` (the workload's task)."""
+        return self.task
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,13 @@ class WorkloadFactory:
 
     def __call__(self):
         return get(self.name).f
+
+    @property
+    def preload(self) -> tuple:
+        """Modules a forkserver can import once for every worker (the loader's)."""
+        _load_builtin()
+        wl = _REGISTRY.get(self.name)
+        return () if wl is None else (wl.loader.__module__,)
 
     def __repr__(self):
         return f"WorkloadFactory({self.name!r})"

@@ -1,0 +1,110 @@
+"""`gencc reproduce` end to end in a test-sized configuration, and resuming."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from gencc.cli import main
+from gencc.experiments.reproduce import SWEEPS, ReproduceConfig, fit_slope, run_reproduce
+
+TINY = ReproduceConfig(
+    schemes=("gcc", "bacc", "lcc", "replication"), lcc_degree=3, rate_Ns=(16, 24, 32), rate_S=1, stragglers_N=8,
+    stragglers_K=2, stragglers_Ss=(0, 4), bernoulli_ps=(0.2,), bernoulli_Ns=(16, 24, 32),
+    dnn_models=("lenet5", "minilm"), dnn_settings=((8, 2, 2), (8, 2, 6)), rounds=3, worst_rounds=1, dnn_rounds=3,
+)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reproduce")
+    lines = []
+    results = run_reproduce(out, config=TINY, progress=False, echo=lines.append)
+    return out, results, lines
+
+
+def test_every_sweep_writes_csv_json_and_png_that_parse(run):
+    out, results, lines = run
+    assert list(results) == list(SWEEPS)
+    for sweep in SWEEPS:
+        data = json.loads((out / sweep / f"{sweep}.json").read_text())
+        with open(out / sweep / f"{sweep}.csv", newline="") as fh:
+            table = list(csv.DictReader(fh))
+        assert data["rows"] and len(table) == len(data["rows"])
+        assert data["settings"]["rounds"] == TINY.rounds
+        assert (out / sweep / f"{sweep}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"== {sweep} ==" in "\n".join(lines)
+    summary = json.loads((out / "reproduce.json").read_text())
+    assert set(summary["slopes"]) == {"rate", "bernoulli"}
+
+
+def test_rows_hold_what_each_sweep_promises(run):
+    _, results, _ = run
+    rate = results["rate"]["rows"]
+    assert {r["stragglers"] for r in rate} == {"random", "worst"}
+    assert {r["N"] for r in rate} == set(TINY.rate_Ns)
+    gcc_slopes = [s["slope"] for s in results["rate"]["slopes"] if s["scheme"] == "gcc"]
+    assert len(gcc_slopes) == 2 and all(np.isfinite(gcc_slopes)) and max(gcc_slopes) < 0
+    assert all(r["mse"] == 0 for r in rate if r["scheme"] == "replication")
+    strag = results["stragglers"]["rows"]
+    assert all(r["accuracy"] is not None and 0 <= r["accuracy"] <= 1 for r in strag)
+    assert {r["p"] for r in results["bernoulli"]["rows"]} == set(TINY.bernoulli_ps)
+    dnn = results["dnn"]["rows"]
+    lenet = [r for r in dnn if r["workload"] == "lenet5"]
+    minilm = [r for r in dnn if r["workload"] == "minilm"]
+    assert lenet and all(r["accuracy"] is not None and r["rmse_std"] is not None for r in lenet)
+    assert minilm and all(0.5 < r["cosine"] <= 1 + 1e-9 for r in minilm)
+    assert {(r["N"], r["K"], r["S"]) for r in lenet} == set(TINY.dnn_settings)
+    # LCC of degree 3 with K=2 needs 4 returns: with N - S = 2 it is left out, not faked
+    assert {r["S"] for r in lenet if r["scheme"] == "lcc"} == {2}
+
+
+def test_worst_case_adversary_leaves_replication_inputs_unanswered(run):
+    _, results, _ = run
+    # N=8, K=2: 4 copies of each input; 4 adversarial stragglers erase one input entirely
+    rows = results["stragglers"]["rows"]
+    worst = [r for r in rows if r["scheme"] == "replication" and r["stragglers"] == "worst"]
+    assert {r["S"]: r["missing_rate"] for r in worst} == {0: 0.0, 4: 0.5}
+    assert next(r for r in worst if r["S"] == 4)["accuracy"] <= 0.5
+
+
+def test_rerun_resumes_without_recomputing_and_survives_a_cut_line(run, tmp_path):
+    out, results, _ = run
+    cells = out / "rate" / "cells.jsonl"
+    n = len(cells.read_text().splitlines())
+    with cells.open("a") as fh:
+        fh.write('{"key": "cut sho')  # an interrupted write
+    lines = []
+    again = run_reproduce(out, sweeps=["rate"], config=TINY, progress=False, echo=lines.append)
+    total = len(TINY.rate_Ns) * 2 * len(TINY.schemes)
+    assert f"resuming: {total} of {total} cells" in lines[0]
+    assert again["rate"]["rows"] == results["rate"]["rows"]
+    # a changed setting is new work, and stale cells do not leak into its tables
+    lines = []
+    other = run_reproduce(out, sweeps=["rate"], config=ReproduceConfig(**{**TINY.to_dict(), "rate_Ns": (16, 20, 24)}),
+                          progress=False, echo=lines.append)
+    assert {r["N"] for r in other["rate"]["rows"]} == {16, 20, 24}
+    assert len(cells.read_text().splitlines()) > n
+
+
+def test_fit_slope_recovers_a_power_law_and_ignores_bad_points():
+    N = np.array([10, 20, 40, 80, 160.0])
+    assert fit_slope(N, 3 * N**-3.0) == pytest.approx(-3.0)
+    assert fit_slope(N, np.r_[3 * N[:3] ** -2.0, 0.0, np.nan]) == pytest.approx(-2.0)
+    assert np.isnan(fit_slope(N[:2], N[:2]))
+
+
+def test_cli_rejects_unknown_sweep(capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--sweeps", "rate,nope"])
+    assert "sweeps must be a comma list" in capsys.readouterr().err
+
+
+def test_quick_config_is_small_but_covers_every_sweep():
+    from gencc.experiments.reproduce import _cells
+
+    quick, full = ReproduceConfig.quick(), ReproduceConfig()
+    for sweep in SWEEPS:
+        assert 0 < len(_cells(quick, sweep)) <= len(_cells(full, sweep))
+    assert any(2 * S >= N for N, _, S in full.dnn_settings)  # many stragglers: S up to N/2
