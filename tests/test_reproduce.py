@@ -69,6 +69,16 @@ def test_worst_case_adversary_leaves_replication_inputs_unanswered(run):
     assert next(r for r in worst if r["S"] == 4)["accuracy"] <= 0.5
 
 
+def test_greedy_adversary_erases_as_many_replicated_inputs_as_it_can():
+    import gencc
+    from gencc import stragglers as st
+
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    for S, lost in [(3, 0.0), (4, 0.25), (8, 0.5), (12, 0.75)]:  # N=16, K=4: 4 copies each
+        ev = gencc.evaluate(np.tanh, gencc.Replication(4, 16), X, st.WorstCaseStragglers(S), rounds=2)
+        assert ev.missing_rate == lost, (S, ev.missing_rate)
+
+
 def test_rerun_resumes_without_recomputing_and_survives_a_cut_line(run, tmp_path):
     out, results, _ = run
     cells = out / "rate" / "cells.jsonl"

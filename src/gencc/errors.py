@@ -36,12 +36,15 @@ class MissingOutputsError(InsufficientReturnsError):
     partial : ndarray, shape (K, *out_shape)
         The decoded outputs, with the rows of ``missing`` set to NaN. The NaN
         rows are never returned silently: they only travel inside this error.
+    info : dict
+        What the scheme knows about the returned set (e.g. ``copies_returned``).
     """
 
-    def __init__(self, message, *, missing, partial, n_returned, n_required):
+    def __init__(self, message, *, missing, partial, n_returned, n_required, info=None):
         super().__init__(message, n_returned=n_returned, n_required=n_required)
         self.missing = missing
         self.partial = partial
+        self.info = dict(info or {})
 
 
 class IllConditionedWarning(RuntimeWarning):

@@ -15,7 +15,9 @@ from .stragglers import StragglerModel
 __all__ = ["evaluate", "Evaluation", "Summary", "apply_batch", "cosine_similarity", "TASKS"]
 
 TASKS = ("regression", "classification", "embedding")
-_LOST_INPUT = 1e100  # what an adversary scores per input left with no answer
+# what an adversary scores per input left with no answer: far above any error
+# yet small enough that the scarcity score below still adds to it
+_LOST_INPUT = 1e12
 
 
 @dataclass
@@ -101,6 +103,13 @@ def apply_batch(f, X, name: str, n_rows: int) -> np.ndarray:
     return Y
 
 
+def _scarcity(info) -> float:
+    # Replication is exact until an input's last copy is gone: scoring inputs
+    # with few copies left lets a greedy adversary find the inputs to erase.
+    copies = info.get("copies_returned")
+    return 0.0 if copies is None else float(np.sum(0.5 ** np.asarray(copies, dtype=np.float64)))
+
+
 def cosine_similarity(A, B) -> np.ndarray:
     """Row-wise cosine similarity of two (n, ...) arrays; 0 where a row is zero.
 
@@ -184,13 +193,9 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
         def error(ret, Y=Y, truth=truth):
             try:
                 dec = scheme.decode_with_info(Y[ret], ret)
-                mse = float(np.mean((dec.estimate - truth) ** 2))
-                copies = dec.info.get("copies_returned")
-                # replication is exact until an input's last copy is gone: score
-                # inputs with few copies left so a greedy adversary can find that
-                return mse if copies is None else mse + float(np.sum(0.5 ** np.asarray(copies)))
+                return float(np.mean((dec.estimate - truth) ** 2)) + _scarcity(dec.info)
             except MissingOutputsError as exc:  # a lost input outweighs any error
-                return _LOST_INPUT * exc.missing.size
+                return _LOST_INPUT * exc.missing.size + _scarcity(exc.info)
             except InsufficientReturnsError:
                 return math.inf
 

@@ -76,6 +76,7 @@ class Replication(CodingScheme):
         idx, order, Y2, shape = self._prepare(Y, returned)
         mask = self.available(idx)
         decoded = super().decode_with_info(Y, returned)
+        decoded.info["copies_returned"] = np.bincount(self.assignment[idx], minlength=self.n_inputs)
         if not mask.all():
             missing = np.flatnonzero(~mask)
             partial = decoded.estimate.copy()
@@ -83,8 +84,8 @@ class Replication(CodingScheme):
             raise MissingOutputsError(
                 f"{type(self).__name__}: no returned worker computed inputs {missing.tolist()}",
                 missing=missing, partial=partial, n_returned=idx.size, n_required=self.n_inputs,
+                info=decoded.info,
             )
-        decoded.info["copies_returned"] = np.bincount(self.assignment[idx], minlength=self.n_inputs)
         return decoded
 
 
