@@ -149,3 +149,24 @@ def test_bad_arguments_fail_at_construction():
         CodedExecutor("_models:broken", s, backend_options=_opts("local"))
     with pytest.raises(ValueError, match="model path must look like"):
         CodedExecutor("no_colon_here", s, backend_options=_opts("local"))
+
+
+def test_run_batches_times_every_batch_and_marks_unanswered_inputs():
+    from gencc.experiments.latency import latency_summary, run_batches
+
+    scheme = gencc.LCC(2, 4, degree=1)  # needs 2 of 4
+    X = RNG.uniform(-1, 1, size=(6, 2))
+    run = run_batches(MODEL, scheme, X, timeout=20, backend_options=_opts("local"))
+    assert run.failed == 0 and run.walls.shape == (3,) and run.answered.all()
+    np.testing.assert_allclose(run.outputs, scheme.decode(f(scheme.encode(X[:2])), range(4)).tolist()
+                               + scheme.decode(f(scheme.encode(X[2:4])), range(4)).tolist()
+                               + scheme.decode(f(scheme.encode(X[4:])), range(4)).tolist(), rtol=1e-9, atol=1e-12)
+    bad = run_batches(MODEL, scheme, X, timeout=20, backend_options=_opts("local"),
+                      faults=Faults(workers={0: "error", 1: "error", 2: "error"}))
+    assert bad.failed == 3 and bad.walls.shape == (3,) and not bad.answered.any()
+    assert bad.outputs.shape == (6, 0)  # no batch answered: output shape unknown
+    with pytest.raises(ValueError, match="multiple of K = 2"):
+        run_batches(MODEL, scheme, X[:5])
+    s = latency_summary([1.0, 2.0, 3.0, 4.0])
+    assert s["p50_s"] == 2.5 and s["mean_s"] == 2.5 and 3.9 < s["p99_s"] <= s["p999_s"] <= 4.0
+    assert np.isnan(latency_summary([])["p99_s"])
