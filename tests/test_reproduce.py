@@ -90,11 +90,14 @@ def test_rerun_resumes_without_recomputing_and_survives_a_cut_line(run, tmp_path
     total = len(TINY.rate_Ns) * 2 * len(TINY.schemes)
     assert f"resuming: {total} of {total} cells" in lines[0]
     assert again["rate"]["rows"] == results["rate"]["rows"]
+    summary = json.loads((out / "reproduce.json").read_text())  # one sweep re-run keeps the others' summary
+    assert summary["sweeps"] == list(SWEEPS) and set(summary["slopes"]) == {"rate", "bernoulli"}
     # a changed setting is new work, and stale cells do not leak into its tables
     lines = []
     other = run_reproduce(out, sweeps=["rate"], config=ReproduceConfig(**{**TINY.to_dict(), "rate_Ns": (16, 20, 24)}),
                           progress=False, echo=lines.append)
     assert {r["N"] for r in other["rate"]["rows"]} == {16, 20, 24}
+    assert json.loads((out / "reproduce.json").read_text())["sweeps"] == ["rate"]  # other settings: fresh summary
     assert len(cells.read_text().splitlines()) > n
 
 

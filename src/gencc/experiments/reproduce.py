@@ -447,7 +447,15 @@ def run_reproduce(out="gencc-reproduce", sweeps=SWEEPS, config: ReproduceConfig 
     for sweep, res in results.items():
         echo(res["table"])
         echo("")
-    write_json({"settings": cfg.to_dict(), "sweeps": list(results),
-                "slopes": {s: r["slopes"] for s, r in results.items() if "slopes" in r}}, out / "reproduce.json")
+    summary = {"settings": json.loads(json.dumps(cfg.to_dict())), "sweeps": [], "slopes": {}}
+    try:  # a run of some sweeps into a folder of the same settings adds to its summary
+        previous = json.loads((out / "reproduce.json").read_text())
+        if previous.get("settings") == summary["settings"]:
+            summary.update(sweeps=list(previous["sweeps"]), slopes=dict(previous["slopes"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    summary["sweeps"] += [s for s in results if s not in summary["sweeps"]]
+    summary["slopes"].update({s: r["slopes"] for s, r in results.items() if "slopes" in r})
+    write_json(summary, out / "reproduce.json")
     echo(f"wrote {out}/<sweep>/ (csv, json, png) and {out / 'reproduce.json'}")
     return results
