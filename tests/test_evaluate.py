@@ -47,6 +47,8 @@ def test_replication_missing_inputs_are_counted():
     assert ev.missing_rate > 0
     assert ev.mean("mse") == 0.0  # what was answered is exact
     assert ev.mean("accuracy") == pytest.approx(1 - ev.missing_rate)
+    emb = gencc.evaluate(f, s, X, st.RandomStragglers(5), rounds=20, task="embedding")
+    assert emb.missing_rate > 0 and emb.mean("cosine") == pytest.approx(1 - emb.missing_rate)  # missing: 0
 
 
 def test_failures_are_counted_not_hidden():

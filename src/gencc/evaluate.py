@@ -56,7 +56,7 @@ class Evaluation:
         ``"max_error"``, ``"loo_mse"`` (the decoder's own estimate, where it has
         one), ``"accuracy"`` (argmax agreement with f, missing inputs counted
         wrong) for classifiers and ``"cosine"`` (mean cosine similarity of
-        decoded and true outputs over the answered inputs) for embeddings.
+        decoded and true outputs, missing inputs counted 0) for embeddings.
         ``None`` when no draw decoded.
     samples : dict of str -> ndarray
         The per-draw values behind each metric.
@@ -221,8 +221,8 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
                 samples["mse"].append(mse)
                 samples["rmse"].append(math.sqrt(mse))
                 samples["max_error"].append(float(np.abs(err).max()))
-                if task == "embedding":
-                    samples["cosine"].append(float(np.mean(cosine_similarity(est[ok], truth[ok]))))
+                if task == "embedding":  # an unanswered input scores 0, as if orthogonal
+                    samples["cosine"].append(float(np.sum(cosine_similarity(est[ok], truth[ok]))) / K)
             if loo is not None and np.isfinite(loo):
                 samples["loo_mse"].append(loo)
             if task == "classification":
