@@ -1,4 +1,4 @@
-"""Train the digit classifiers and write their checkpoints (a few minutes on 2 cores).
+"""Train the classifiers and write their checkpoints (a few minutes on 2 cores).
 
     python scripts/train_models.py            # all of them
     python scripts/train_models.py lenet5 vit
@@ -8,9 +8,9 @@ import sys
 
 import torch
 
-from gencc.workloads.models import ARCHITECTURES, train
+from gencc.workloads.models import RECIPES, train
 
 if __name__ == "__main__":
     torch.set_num_threads(2)
-    for name in sys.argv[1:] or list(ARCHITECTURES):
+    for name in sys.argv[1:] or list(RECIPES):
         train(name)

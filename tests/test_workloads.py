@@ -8,9 +8,10 @@ from gencc.stragglers import RandomStragglers
 pytest.importorskip("torch")
 
 
-@pytest.mark.parametrize("name", ["lenet5", "convnet", "vit"])
+@pytest.mark.parametrize("name", ["lenet5", "convnet", "vit", "lenet5-mnist"])
 def test_classifiers_load_offline_with_their_recorded_accuracy(name):
     w = workloads.get(name)
+    assert len(w.X) == w.info["n_test"] and w.X.shape[1:] == ((1, 28, 28) if "mnist" in name else (1, 8, 8))
     pred = w.f(w.X).argmax(1)
     assert np.mean(pred == w.labels) == pytest.approx(w.info["test_accuracy"], abs=1e-9)
     assert w.info["test_accuracy"] > 0.9

