@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +63,7 @@ class ReproduceConfig:
     bernoulli_K: int = 4
     bernoulli_ps: tuple = (0.05, 0.1, 0.2)
     bernoulli_Ns: tuple = (16, 24, 32, 48, 64, 96, 128)
-    dnn_models: tuple = ("lenet5", "convnet", "vit", "minilm")
+    dnn_models: tuple = ("lenet5", "convnet", "vit", "lenet5-mnist", "minilm")
     dnn_settings: tuple = ((12, 4, 3), (16, 4, 8), (32, 8, 4), (32, 8, 16))  # (N, K, S)
     rounds: int = 40
     worst_rounds: int = 8
@@ -93,12 +93,12 @@ class _Cell:
     p: float | None = None
     rounds: int = 1
     seed: int = 0
-    extra: dict = field(default_factory=dict)
+    degree: int | None = None  # LCC's assumed degree of f; None for the other schemes
 
     @property
     def key(self) -> str:
-        return json.dumps([self.sweep, self.workload, self.N, self.K, self.scheme, self.stragglers, self.S,
-                           self.p, self.rounds, self.seed])
+        return json.dumps([CELL_VERSION, self.sweep, self.workload, self.N, self.K, self.scheme, self.stragglers,
+                           self.S, self.p, self.rounds, self.seed, self.degree])
 
     @property
     def setting_seed(self) -> int:
@@ -114,6 +114,11 @@ class _Cell:
         return st.BernoulliStragglers(self.p)
 
 
+# Part of every cell's key: bump it when a cell's result changes meaning (a
+# metric's definition, a scheme's default), so a resumed run recomputes.
+CELL_VERSION = 2
+
+
 def _applicable(scheme, cell) -> bool:
     if cell.S is None:
         return scheme.n_workers >= scheme.min_returns
@@ -127,7 +132,8 @@ def _cells(cfg: ReproduceConfig, sweep: str):
     def add(workload, N, K, kind, S=None, p=None, rounds=cfg.rounds):
         for name in cfg.schemes:
             rounds_ = cfg.worst_rounds if kind == "worst" else rounds
-            out.append(_Cell(sweep, workload, N, K, name, kind, S, p, rounds_, seed))
+            out.append(_Cell(sweep, workload, N, K, name, kind, S, p, rounds_, seed,
+                             cfg.lcc_degree if name == "lcc" else None))
 
     if sweep == "rate":
         for kind in STRAGGLER_KINDS:
@@ -150,11 +156,11 @@ def _cells(cfg: ReproduceConfig, sweep: str):
     return out
 
 
-def _run_cell(cell: _Cell, lcc_degree: int) -> dict | None:
+def _run_cell(cell: _Cell) -> dict | None:
     """One scheme at one setting: a result row, or None where it does not apply."""
-    if cell.scheme == "lcc" and cell.N < (cell.K - 1) * lcc_degree + 1:
+    if cell.scheme == "lcc" and cell.N < (cell.K - 1) * cell.degree + 1:
         return None
-    scheme = build_schemes([cell.scheme], cell.K, cell.N, lcc_degree)[0]
+    scheme = build_schemes([cell.scheme], cell.K, cell.N, cell.degree or 1)[0]
     if not _applicable(scheme, cell):
         return None
     wl = get(cell.workload)
@@ -436,7 +442,7 @@ def run_reproduce(out="gencc-reproduce", sweeps=SWEEPS, config: ReproduceConfig 
                     continue
                 if bar is not None:
                     bar.set_postfix_str(f"{sweep} {cell.workload} N={cell.N} {cell.scheme}", refresh=False)
-                store.add(cell.key, _run_cell(cell, cfg.lcc_degree))
+                store.add(cell.key, _run_cell(cell))
                 if bar is not None:
                     bar.update(1)
             rows = [store.done[c.key] for c in plan[sweep] if store.done.get(c.key) is not None]
