@@ -9,3 +9,10 @@ def xsinx():
 
 def broken():
     raise RuntimeError("no weights here")
+
+
+def slow_start():
+    import time
+
+    time.sleep(3.0)
+    return xsinx()

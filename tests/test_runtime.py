@@ -137,8 +137,18 @@ def test_replication_missing_input_is_an_explicit_error_in_map():
 
 def test_bad_arguments_fail_at_construction():
     s = gencc.GCC(3, 6)
-    with pytest.raises(ValueError, match="n_wait must be <= n_workers = 6"):
+    with pytest.raises(ValueError, match=r"n_wait must be in \[3, 6\].*got 7"):
         CodedExecutor(MODEL, s, n_wait=7)
+    with pytest.raises(ValueError, match=r"n_wait must be in \[3, 6\].*trusted returns 3.*got 2"):
+        CodedExecutor(MODEL, s, n_wait=2)  # below K without lowering n_min knowingly
+    with pytest.raises(ValueError, match="hang_timeout must be > 0"):
+        CodedExecutor(MODEL, s, hang_timeout=0)
+    with pytest.raises(TypeError, match="scheme must be a coding scheme.*got 'gcc'"):
+        CodedExecutor(MODEL, "gcc")
+    with pytest.raises(TypeError, match="model must be picklable"):
+        CodedExecutor(lambda: f, s)
+    with pytest.raises(ValueError, match="n_workers must be >= n_inputs = 4"):
+        gencc.GCC(4, 3)
     with pytest.raises(ValueError, match="deadline must be a finite number >= 0"):
         CodedExecutor(MODEL, s, deadline=-1)
     with pytest.raises(ValueError, match="on_insufficient must be one of"):

@@ -54,6 +54,8 @@ def check_batch(X, name: str, n_rows: int | None = None) -> tuple[np.ndarray, tu
     X2 : ndarray, shape (n, prod(item_shape)), float64
     item_shape : tuple
     """
+    if np.iscomplexobj(X):
+        raise TypeError(f"{name} must be real; got a complex array (its imaginary part would be lost)")
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:

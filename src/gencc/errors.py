@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
+    "BatchFailedError",
+    "InvalidInputError",
     "InsufficientReturnsError",
     "MissingOutputsError",
     "IllConditionedWarning",
@@ -49,3 +51,47 @@ class MissingOutputsError(InsufficientReturnsError):
 
 class IllConditionedWarning(RuntimeWarning):
     """A kernel system was too ill-conditioned and its ridge was raised."""
+
+
+class BatchFailedError(RuntimeError):
+    """A batch of the runtime could not be answered.
+
+    Every input of the batch gets this error (with ``return_exceptions`` in
+    :meth:`~gencc.runtime.CodedExecutor.map`) instead of an answer.
+
+    Attributes
+    ----------
+    batch : int
+        The batch index (submission order).
+    failed : dict of int -> str
+        Worker index -> why its result is missing.
+    n_returned, n_required : int
+        Usable results in hand, and how many the executor required.
+    reason : str
+    """
+
+    def __init__(self, batch, failed, n_returned, n_required, reason):
+        detail = ", ".join(f"{w}: {why}" for w, why in sorted(failed.items())) or "none"
+        super().__init__(
+            f"batch {batch} failed ({reason}): {n_returned} usable results, {n_required} needed; "
+            f"failed workers: {detail}"
+        )
+        self.batch, self.failed = batch, dict(failed)
+        self.n_returned, self.n_required = n_returned, n_required
+        self.reason = reason
+
+
+class InvalidInputError(ValueError):
+    """One input of a stream cannot be computed (NaN, complex, wrong shape, ...).
+
+    Only that input gets this error; the others of the stream are answered.
+
+    Attributes
+    ----------
+    index : int
+        Position of the input in the stream given to ``map``.
+    """
+
+    def __init__(self, message: str, *, index: int):
+        super().__init__(message)
+        self.index = index

@@ -1,7 +1,10 @@
-"""CodedExecutor: encode, dispatch to workers, gather the fastest, decode.
+"""CodedExecutor: encode, dispatch to workers, gather, decode.
 
 The executor knows schemes only through their public interface (``encode``,
-``decode_with_info``, ``min_returns``) and workers only through a backend.
+``decode_with_info``, ``can_decode``, ``is_complete``) and workers only
+through a :class:`~gencc.runtime.backend.Backend`. Its dispatcher thread only
+moves events: when a batch is decoded or failed is decided by the pure
+:func:`~gencc.runtime.gather.decide`.
 """
 
 from __future__ import annotations
@@ -10,104 +13,58 @@ import itertools
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._validation import check_int, check_nonnegative
-from ..errors import InsufficientReturnsError, MissingOutputsError
-from .faults import Faults, TaskFault
+from ..errors import BatchFailedError, InsufficientReturnsError, InvalidInputError, MissingOutputsError
+from ..schemes.base import CodingScheme
+from .batch import BatchResult, BatchState
+from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
+from .faults import TaskFault
+from .gather import ON_INSUFFICIENT, GatherPolicy, GatherState, decide
 
 __all__ = ["CodedExecutor", "BatchResult", "BatchFailedError"]
 
 log = logging.getLogger("gencc.runtime")
-_POLICIES = ("fail", "wait", "redispatch")
 
 
-class BatchFailedError(RuntimeError):
-    """A batch could not be decoded.
+class _WorkerQueue:
+    """The tasks a worker was sent and has not yet answered, oldest first.
 
-    Attributes
-    ----------
-    batch : int
-        The batch index (submission order).
-    failed : dict of int -> str
-        Worker index -> why its result is missing.
-    n_returned, n_required : int
+    ``head_since`` is when the oldest became the worker's current task: the
+    hang detector times each task from there, never from the queue's start.
     """
 
-    def __init__(self, batch, failed, n_returned, n_required, reason):
-        detail = ", ".join(f"{w}: {why}" for w, why in sorted(failed.items())) or "none"
-        super().__init__(
-            f"batch {batch} failed ({reason}): {n_returned} usable results, {n_required} needed; "
-            f"failed workers: {detail}"
-        )
-        self.batch, self.failed = batch, dict(failed)
-        self.n_returned, self.n_required = n_returned, n_required
+    def __init__(self):
+        self.tasks: deque[tuple[int, int]] = deque()  # (batch, slot)
+        self.head_since: float | None = None
+        self.starting = False  # restarted, still building its model: not timed
 
+    def ready(self, now):
+        self.starting = False
+        self.head_since = now if self.tasks else None
 
-@dataclass
-class BatchResult:
-    """The decoded outputs of one batch and how they were obtained.
+    def push(self, batch, slot, now):
+        if not self.tasks:
+            self.head_since = now
+        self.tasks.append((batch, slot))
 
-    Attributes
-    ----------
-    batch : int
-    outputs : ndarray, shape (K, *out_shape)
-        Rows listed in ``missing`` are NaN and must not be used: :meth:`output`
-        raises for them.
-    missing : tuple of int
-        Inputs no returned worker answered (replication/uncoded only).
-    returned : tuple of int
-        Workers whose results were decoded.
-    failed : dict of int -> str
-        Workers treated as erasures, with the reason (crash, hang, error, nan,
-        wrong shape). Workers merely too late are in neither.
-    latencies : dict of int -> float
-        Seconds from dispatch to arrival, per returned worker.
-    wall_time, encode_time, decode_time : float
-        Seconds.
-    error_estimate : float or None
-        The decoder's own MSE estimate (GCC's leave-one-out error).
-    decode_info : dict
-    """
+    def ack(self, batch, slot, now):
+        if not self.tasks or (batch, slot) not in self.tasks:
+            return
+        was_head = self.tasks[0] == (batch, slot)
+        self.tasks.remove((batch, slot))
+        if was_head:
+            self.head_since = now if self.tasks else None
 
-    batch: int
-    outputs: np.ndarray
-    missing: tuple = ()
-    returned: tuple = ()
-    failed: dict = field(default_factory=dict)
-    latencies: dict = field(default_factory=dict)
-    wall_time: float = 0.0
-    encode_time: float = 0.0
-    decode_time: float = 0.0
-    error_estimate: float | None = None
-    decode_info: dict = field(default_factory=dict, repr=False)
-
-    def output(self, k: int) -> np.ndarray:
-        """Output of input k, or MissingOutputsError if it has none."""
-        if k in self.missing:
-            raise MissingOutputsError(f"batch {self.batch}: input {k} has no answer",
-                                      missing=np.array([k]), partial=None,
-                                      n_returned=len(self.returned), n_required=0)
-        return self.outputs[k]
-
-
-class _Batch:
-    def __init__(self, index, coded, faults, t0, future, encode_time):
-        self.index = index
-        self.coded = coded
-        self.faults = faults
-        self.t0 = t0
-        self.future = future
-        self.encode_time = encode_time
-        self.results: dict[int, np.ndarray] = {}  # slot -> output
-        self.latencies: dict[int, float] = {}
-        self.failed: dict[int, str] = {}
-        self.outstanding: dict[int, int] = {}  # slot -> worker computing it
-        self.redispatched: set[int] = set()
+    def clear(self):
+        tasks = list(self.tasks)
+        self.tasks.clear()
+        self.head_since = None
+        return tasks
 
 
 class CodedExecutor:
@@ -120,34 +77,50 @@ class CodedExecutor:
         module, or ``"package.module:factory"``). Each worker builds it once.
     scheme : CodingScheme
         Its ``n_workers`` is the number of workers started.
-    backend : {"local", "ray"} or backend object
+    backend : {"local", "ray"} or Backend
         ``"local"``: worker processes on this machine. ``"ray"``: Ray actors
-        (``pip install gencc[ray]``).
+        (``pip install gencc[ray]``), on loopback unless ``address`` is given.
     n_wait : int, optional
         Decode as soon as this many usable results are in (default: all N).
-        Replication decodes as soon as every input has a copy.
+        Whatever ``n_wait`` says, a batch is decoded as soon as the scheme
+        says more returns cannot help (``scheme.is_complete``: every input
+        has a copy under replication, the recovery threshold under LCC).
     deadline : float, optional
-        Seconds after dispatch at which to decode with whatever arrived, if at
-        least ``n_min`` results are in.
+        Seconds after dispatch at which to decode with whatever arrived, if
+        that is decodable.
     n_min : int, optional
-        Fewest results to decode from at the deadline (default: the scheme's minimum).
+        Fewest usable results to decode from. Default: the scheme's own
+        ``can_decode``, i.e. ``scheme.trusted_returns`` (K for GCC, LeTCC and
+        BACC; the recovery threshold for LCC; one copy for replication, whose
+        inputs without a copy fail one by one). Lower it only knowingly: a
+        decode from fewer returns is mostly wrong.
     timeout : float
         Hard limit per batch, seconds: past it the batch fails (every input gets
         an explicit error).
     on_insufficient : {"fail", "wait", "redispatch"}
-        What to do when fewer than ``n_min`` usable results can arrive by the
-        deadline (or at all): fail the batch at once, keep waiting until
-        ``timeout``, or re-send the missing coded inputs to workers that already
-        answered (once per coded input) and keep waiting.
+        When the batch cannot become decodable by the deadline (or at all):
+        fail it at once, keep waiting until ``timeout``, or re-send the
+        missing coded inputs to idle workers (once per coded input).
     hang_timeout : float, optional
         A worker busy on one task longer than this is killed and restarted
-        (default: ``timeout``).
+        (default: ``timeout``). Must be > 0.
+    max_error : float, optional
+        Quality floor: a decoded batch whose ``error_estimate`` exceeds this
+        fails with :class:`~gencc.errors.BatchFailedError` instead of being
+        answered. Schemes without an estimate are not affected.
     faults : Faults, optional
         Injected stragglers and faults, for experiments.
     max_in_flight : int
         Batches ``map`` keeps in flight.
     backend_options : dict, optional
         Passed to the backend (e.g. ``threads``, ``preload``, ``address`` for Ray).
+
+    Notes
+    -----
+    Futures follow :mod:`concurrent.futures`, with one difference:
+    :meth:`submit` dispatches at once, so its future is already running and
+    ``cancel()`` returns False. ``shutdown(wait=True, cancel_futures=False)``
+    lets every pending batch finish (each is bounded by ``timeout``).
 
     Examples
     --------
@@ -160,40 +133,45 @@ class CodedExecutor:
     """
 
     def __init__(self, model, scheme, backend="local", *, n_wait=None, deadline=None, n_min=None,
-                 timeout=30.0, on_insufficient="fail", hang_timeout=None, faults=None, max_in_flight=4,
-                 backend_options=None):
+                 timeout=30.0, on_insufficient="fail", hang_timeout=None, max_error=None, faults=None,
+                 max_in_flight=4, backend_options=None):
+        if not isinstance(scheme, CodingScheme):
+            raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
+                            f"got {scheme!r}")
         N = scheme.n_workers
         self.scheme = scheme
+        self.n_min = None if n_min is None else check_int(n_min, "n_min")
+        if self.n_min is not None and not scheme.min_returns <= self.n_min <= N:
+            raise ValueError(f"n_min must be in [{scheme.min_returns}, {N}] (the scheme's minimum returns, "
+                             f"n_workers), got {self.n_min}")
+        floor = scheme.trusted_returns if self.n_min is None else self.n_min
         self.n_wait = N if n_wait is None else check_int(n_wait, "n_wait")
-        if self.n_wait > N:
-            raise ValueError(f"n_wait must be <= n_workers = {N}, got {self.n_wait}")
-        self.n_min = scheme.min_returns if n_min is None else check_int(n_min, "n_min")
-        if self.n_min > N:
-            raise ValueError(f"n_min must be <= n_workers = {N}, got {self.n_min}")
-        if self.n_wait < scheme.min_returns:
-            raise ValueError(f"n_wait must be >= the scheme's minimum returns {scheme.min_returns}, got {self.n_wait}")
-        if deadline is not None:
-            deadline = check_nonnegative(deadline, "deadline")
-        self.deadline = deadline
+        if not floor <= self.n_wait <= N:
+            raise ValueError(f"n_wait must be in [{floor}, {N}] (n_min, or the scheme's trusted returns "
+                             f"{scheme.trusted_returns} unless n_min lowers it; n_workers), got {self.n_wait}")
+        self.deadline = None if deadline is None else check_nonnegative(deadline, "deadline")
         self.timeout = check_nonnegative(timeout, "timeout")
         if self.timeout == 0:
             raise ValueError("timeout must be > 0")
-        if on_insufficient not in _POLICIES:
-            raise ValueError(f"on_insufficient must be one of {_POLICIES}, got {on_insufficient!r}")
+        if on_insufficient not in ON_INSUFFICIENT:
+            raise ValueError(f"on_insufficient must be one of {ON_INSUFFICIENT}, got {on_insufficient!r}")
         self.on_insufficient = on_insufficient
         self.hang_timeout = self.timeout if hang_timeout is None else check_nonnegative(hang_timeout, "hang_timeout")
+        if self.hang_timeout == 0:
+            raise ValueError("hang_timeout must be > 0 seconds (0 would restart every busy worker at once)")
+        self.max_error = None if max_error is None else check_nonnegative(max_error, "max_error")
         self.faults = faults
         self.max_in_flight = check_int(max_in_flight, "max_in_flight")
-        self._replicated = hasattr(scheme, "available")
+        self._policy = GatherPolicy(self.deadline, self.timeout, on_insufficient)
         self._backend = self._make_backend(backend, model, N, backend_options or {})
-        self._backend.start()
-        self._lock = threading.RLock()
-        self._batches: dict[int, _Batch] = {}
+        self._backend.start()  # cleans up after itself on failure or interruption
+        self._lock = threading.Lock()
+        self._shutdown_lock = threading.Lock()
+        self._shutdown = False
+        self._batches: dict[int, BatchState] = {}
         self._counter = itertools.count()
-        self._queues = [[] for _ in range(N)]  # per worker: outstanding (batch, slot), in order
-        self._busy_since = [None] * N
+        self._queues = [_WorkerQueue() for _ in range(N)]
         self._out_shape = None
-        self._closed = False
         self._stop = threading.Event()
         self.stats = Counter()
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
@@ -203,17 +181,17 @@ class CodedExecutor:
 
     @staticmethod
     def _make_backend(backend, model, N, options):
-        if backend == "local":
+        if isinstance(backend, str) and backend == "local":
             from .local import LocalBackend
 
             return LocalBackend(model, N, **options)
-        if backend == "ray":
+        if isinstance(backend, str) and backend == "ray":
             from .ray_backend import RayBackend
 
             return RayBackend(model, N, **options)
-        if hasattr(backend, "submit") and hasattr(backend, "poll"):
+        if all(hasattr(backend, m) for m in ("start", "submit", "cancel", "poll", "restart", "shutdown")):
             return backend
-        raise ValueError(f"backend must be 'local', 'ray' or a backend object, got {backend!r}")
+        raise ValueError(f"backend must be 'local', 'ray' or a Backend object, got {backend!r}")
 
     # -- public API ---------------------------------------------------------
     def submit(self, X) -> Future:
@@ -228,8 +206,9 @@ class CodedExecutor:
         concurrent.futures.Future
             Resolves to a :class:`BatchResult`, or raises :class:`BatchFailedError`.
         """
-        if self._closed:
-            raise RuntimeError("cannot submit to an executor that was shut down")
+        with self._shutdown_lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to an executor that was shut down")
         t0 = time.monotonic()
         coded = self.scheme.encode(X)
         t1 = time.monotonic()
@@ -238,10 +217,10 @@ class CodedExecutor:
         with self._lock:
             index = next(self._counter)
             plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
-            b = _Batch(index, coded, plan, t1, fut, t1 - t0)
+            b = BatchState(index, coded, plan, t1, fut, t1 - t0)
             self._batches[index] = b
             for slot in range(self.scheme.n_workers):
-                self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault())
+                self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), t1)
         return fut
 
     def map(self, inputs, *, return_exceptions=False, progress=False, timeout=None):
@@ -251,76 +230,121 @@ class CodedExecutor:
         ----------
         inputs : iterable of array_like, each of shape in_shape
             Any number of inputs; the last batch is padded (padding is dropped).
+            An input that cannot be computed (NaN, Inf, complex, non-numeric,
+            a shape unlike the first input's) gets an
+            :class:`~gencc.errors.InvalidInputError` of its own and is left out
+            of its batch; every other input is answered.
         return_exceptions : bool
-            Yield an input's exception instead of raising it.
+            Yield an input's exception in its place instead of raising it.
         progress : bool
             Show a progress bar (counts inputs).
         timeout : float, optional
-            Seconds to wait for each batch beyond the executor's own timeout.
+            Seconds for the whole call, as in :meth:`concurrent.futures.Executor.map`:
+            past it, the next result raises :class:`TimeoutError`.
 
         Yields
         ------
         ndarray, shape out_shape (or an exception with ``return_exceptions``)
         """
         K = self.scheme.n_inputs
+        end = None if timeout is None else time.monotonic() + check_nonnegative(timeout, "timeout")
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(desc="gencc map", unit="input")
-        wait_s = self.timeout + 30.0 if timeout is None else timeout
-        pending: list[tuple[Future, int]] = []
+        pending: deque = deque()  # per input, in order: an exception, or [batch future, row]
+        chunk: list[np.ndarray] = []
+        chunk_refs: list[list] = []
+        in_shape = None
+
+        def flush():
+            n_real = len(chunk)
+            rows = chunk + [chunk[-1]] * (K - n_real)
+            fut = self.submit(np.stack(rows))
+            for ref in chunk_refs:
+                ref[0] = fut
+            chunk.clear()
+            chunk_refs.clear()
+
+        def in_flight():
+            return len({id(p[0]) for p in pending if isinstance(p, list) and p[0] is not None})
 
         def drain_one():
-            fut, n_real = pending.pop(0)
-            try:
-                res = fut.result(timeout=wait_s)
-                for k in range(n_real):
-                    try:
-                        yield res.output(k)
-                    except MissingOutputsError as exc:
-                        if not return_exceptions:
-                            raise
-                        yield exc
-            except (BatchFailedError, TimeoutError) as exc:
-                if not return_exceptions:
-                    raise
-                for _ in range(n_real):
-                    yield exc
+            item = pending.popleft()
             if bar is not None:
-                bar.update(n_real)
+                bar.update(1)
+            if not isinstance(item, list):
+                return item
+            fut, k = item
+            left = None if end is None else max(0.0, end - time.monotonic())
+            wait_s = self.timeout + 30.0 if left is None else left
+            try:
+                return fut.result(timeout=wait_s).output(k)
+            except TimeoutError:
+                if end is not None:
+                    raise
+                return TimeoutError(f"no answer from the executor within {wait_s:g} s")
+            except (BatchFailedError, MissingOutputsError) as exc:
+                return exc
 
-        it = iter(inputs)
+        def emit(value):
+            if isinstance(value, BaseException) and not return_exceptions:
+                raise value
+            return value
+
         try:
-            while True:
-                chunk = list(itertools.islice(it, K))
-                if not chunk:
-                    break
-                n_real = len(chunk)
-                chunk += [chunk[-1]] * (K - n_real)
-                pending.append((self.submit(np.stack([np.asarray(x, dtype=np.float64) for x in chunk])), n_real))
-                while len(pending) >= self.max_in_flight:
-                    yield from drain_one()
+            for index, x in enumerate(inputs):
+                try:
+                    x, in_shape = _check_input(x, index, in_shape)
+                except InvalidInputError as exc:
+                    pending.append(exc)
+                else:
+                    chunk.append(x)
+                    ref = [None, len(chunk) - 1]
+                    chunk_refs.append(ref)
+                    pending.append(ref)
+                    if len(chunk) == K:
+                        flush()
+                while pending and (not isinstance(pending[0], list) or (
+                        pending[0][0] is not None and (pending[0][0].done() or in_flight() >= self.max_in_flight))):
+                    yield emit(drain_one())
+            if chunk:
+                flush()
             while pending:
-                yield from drain_one()
+                yield emit(drain_one())
         finally:
             if bar is not None:
                 bar.close()
 
-    def shutdown(self, wait: bool = True, cancel_futures: bool = True):
-        """Stop the dispatcher and every worker. Pending batches fail explicitly."""
-        if self._closed:
-            return
-        self._closed = True
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False):
+        """Stop the dispatcher and every worker.
+
+        Parameters
+        ----------
+        wait : bool
+            Let pending batches finish first (each within ``timeout``).
+            Otherwise they fail at once with :class:`BatchFailedError`.
+        cancel_futures : bool
+            Fail pending batches at once, even with ``wait``.
+        """
+        with self._shutdown_lock:
+            if self._shutdown:
+                return
+            self._shutdown = True
         if wait and not cancel_futures:
-            end = time.monotonic() + self.timeout
-            while self._batches and time.monotonic() < end:
-                time.sleep(0.01)
+            with self._lock:
+                futures = [b.future for b in self._batches.values()]
+            for fut in futures:  # each ends by its batch timeout, fired by the dispatcher
+                try:
+                    fut.exception(timeout=self.timeout + 5.0)
+                except TimeoutError:
+                    break
         self._stop.set()
         self._thread.join(timeout=10)
         with self._lock:
-            for b in list(self._batches.values()):
-                self._fail(b, "executor shut down")
+            settle = [self._fail(b, "executor shut down") for b in list(self._batches.values())]
+        _settle(settle)
         self._backend.shutdown()
         log.info("executor shut down", extra={"stats": dict(self.stats)})
 
@@ -334,15 +358,7 @@ class CodedExecutor:
     def backend(self):
         return self._backend
 
-    # -- dispatcher ---------------------------------------------------------
-    def _dispatch(self, b, slot, worker, fault):
-        if not self._queues[worker]:
-            self._busy_since[worker] = time.monotonic()
-        self._queues[worker].append((b.index, slot))
-        b.outstanding[slot] = worker
-        if not self._backend.submit(worker, b.index, slot, b.coded[slot], fault):
-            self._erase(b, slot, worker, "send failed")
-
+    # -- dispatcher: moves events, asks `decide` what to do -------------------
     def _loop(self):
         while not self._stop.is_set():
             try:
@@ -351,163 +367,190 @@ class CodedExecutor:
                 log.exception("backend poll failed")
                 events = []
             with self._lock:
+                now = time.monotonic()
                 for ev in events:
-                    self._handle(ev)
-                self._check_timers()
+                    self._handle(ev, now)
+                self._check_hangs(now)
+                settle = [s for b in list(self._batches.values()) if (s := self._step(b, now))]
+            _settle(settle)
 
-    def _handle(self, ev):
-        kind = ev[0]
-        if kind in ("result", "error"):
-            _, w, batch, slot, payload, secs = ev
-            self._task_done(w, batch, slot)
-            b = self._batches.get(batch)
-            if b is None or slot not in b.outstanding:
-                self.stats["late_results"] += 1
-                return
+    def _dispatch(self, b, slot, worker, fault, now):
+        self._queues[worker].push(b.index, slot, now)
+        b.outstanding[slot] = worker
+        if not self._backend.submit(worker, Task(b.index, slot, b.coded[slot], fault)):
+            self._queues[worker].ack(b.index, slot, now)
             del b.outstanding[slot]
-            if kind == "error":
-                self._erase(b, slot, w, f"error: {payload}")
-            else:
-                y = np.asarray(payload, dtype=np.float64)
-                if not np.all(np.isfinite(y)):
-                    self._erase(b, slot, w, "nan/inf output")
-                elif self._out_shape is not None and y.shape != self._out_shape:
-                    self._erase(b, slot, w, f"wrong shape {y.shape}, expected {self._out_shape}")
-                else:
-                    b.results[slot] = y
-                    b.latencies[slot] = time.monotonic() - b.t0
-            self._maybe_finish(b)
-        elif kind == "died":
-            _, w, code = ev
+            b.erase(slot, worker, "send failed")
+
+    def _handle(self, ev, now):
+        if isinstance(ev, WorkerDied):
             self.stats["crashes"] += 1
-            log.warning("worker died", extra={"worker": w, "exitcode": code})
-            self._lose_worker(w, f"crashed (exit code {code})")
+            log.warning("worker died; restarting", extra={"worker": ev.worker, "why": ev.why})
+            self._restart(ev.worker, ev.why, now)
+            return
+        if isinstance(ev, WorkerReady):
+            self._queues[ev.worker].ready(now)
+            return
+        self._queues[ev.worker].ack(ev.batch, ev.slot, now)
+        if isinstance(ev, TaskCancelled):
+            return
+        b = self._batches.get(ev.batch)
+        if b is None or b.outstanding.get(ev.slot) != ev.worker:
+            self.stats["late_results"] += 1
+            return
+        del b.outstanding[ev.slot]
+        if isinstance(ev, TaskError):
+            b.erase(ev.slot, ev.worker, f"error: {ev.message}")
+            self.stats["erasures"] += 1
+            return
+        why = _output_problem(ev.output, self._out_shape)
+        if why:
+            b.erase(ev.slot, ev.worker, why)
+            self.stats["erasures"] += 1
+            return
+        b.results[ev.slot] = np.asarray(ev.output, dtype=np.float64)
+        b.latencies[ev.slot] = now - b.t0
 
-    def _task_done(self, w, batch, slot):
-        q = self._queues[w]
-        if (batch, slot) in q:
-            q.remove((batch, slot))
-        self._busy_since[w] = time.monotonic() if q else None
+    def _restart(self, w, why, now):
+        """Erase the worker's unfinished tasks and replace it: only the executor restarts workers."""
+        self._lose_worker(w, why, now)
+        self._queues[w].starting = True
+        self._backend.restart(w)
 
-    def _lose_worker(self, w, why):
-        for batch, slot in self._queues[w]:
+    def _lose_worker(self, w, why, now):
+        for batch, slot in self._queues[w].clear():
             b = self._batches.get(batch)
             if b is not None and b.outstanding.get(slot) == w:
                 del b.outstanding[slot]
-                self._erase(b, slot, w, why)
-        self._queues[w] = []
-        self._busy_since[w] = None
-        for b in list(self._batches.values()):
-            self._maybe_finish(b)
+                b.erase(slot, w, why)
+                self.stats["erasures"] += 1
 
-    def _erase(self, b, slot, w, why):
-        b.failed[slot] = why if w == slot else f"{why} (re-run on worker {w})"
-        self.stats["erasures"] += 1
-
-    def _check_timers(self):
-        now = time.monotonic()
-        for w, since in enumerate(self._busy_since):
-            if since is not None and now - since > self.hang_timeout:
+    def _check_hangs(self, now):
+        for w, q in enumerate(self._queues):
+            if not q.starting and q.head_since is not None and now - q.head_since > self.hang_timeout:
                 self.stats["hangs"] += 1
                 log.warning("worker hung; restarting", extra={"worker": w})
-                self._backend.restart(w)
-                self._lose_worker(w, f"hung > {self.hang_timeout:g} s")
-        for b in list(self._batches.values()):
-            self._maybe_finish(b, now)
+                self._restart(w, f"hung > {self.hang_timeout:g} s", now)
 
-    def _usable(self, b):
-        if len(b.results) < 2 or self._out_shape is not None:
-            return b.results
-        # before any batch fixed the output shape, the modal shape wins
-        shape = Counter(y.shape for y in b.results.values()).most_common(1)[0][0]
-        for slot, y in list(b.results.items()):
-            if y.shape != shape:
-                del b.results[slot]
-                self._erase(b, slot, slot, f"wrong shape {y.shape}, expected {shape}")
-        return b.results
+    def _decodable(self, slots) -> bool:
+        if self.n_min is not None:
+            return len(slots) >= self.n_min
+        return self.scheme.can_decode(slots)
 
-    def _maybe_finish(self, b, now=None):
-        if b.index not in self._batches:
-            return
-        now = time.monotonic() if now is None else now
-        elapsed = now - b.t0
-        got = len(b.results)
-        all_in = not b.outstanding
-        if self._replicated:
-            covered = self.scheme.available(list(b.results)).all() if got else False
-            ready = covered or all_in or (self.deadline is not None and elapsed >= self.deadline and got >= 1)
-        else:
-            ready = got >= self.n_wait or (got >= self.n_min and (all_in or (
-                self.deadline is not None and elapsed >= self.deadline)))
-        if ready:
-            self._decode(b)
-            return
-        if elapsed >= self.timeout:
-            self._fail(b, f"timed out after {self.timeout:g} s")
-            return
-        hopeless = got + len(b.outstanding) < self.n_min
-        past_deadline = self.deadline is not None and elapsed >= self.deadline
-        if hopeless or (past_deadline and got < self.n_min):
-            if self.on_insufficient == "fail" and (hopeless or past_deadline):
-                self._fail(b, "too few workers returned")
-            elif self.on_insufficient == "redispatch":
-                self._redispatch(b)
+    def _step(self, b, now):
+        """Measure the batch, ask the policy, act; returns (future, value) to settle, if any."""
+        usable = b.usable(self._out_shape)
+        slots = sorted(usable)
+        missing = b.missing_slots(self.scheme.n_workers)
+        state = GatherState(
+            elapsed=now - b.t0,
+            enough=len(slots) >= self.n_wait or self.scheme.is_complete(slots),
+            decodable=self._decodable(slots),
+            reachable=self._decodable(slots + list(b.outstanding)),
+            outstanding=len(b.outstanding),
+            can_redispatch=bool(missing) and bool(self._helpers(b)),
+        )
+        action = decide(state, self._policy)
+        if action.kind == "decode":
+            return self._decode(b, usable)
+        if action.kind == "fail":
+            return self._fail(b, action.reason)
+        if action.kind == "redispatch":
+            self._redispatch(b, missing, now)
+        return None
 
-    def _redispatch(self, b):
-        missing = [s for s in range(self.scheme.n_workers)
-                   if s not in b.results and s not in b.outstanding and s not in b.redispatched]
-        helpers = sorted(b.results, key=lambda s: b.latencies[s]) or [
-            w for w in range(self.scheme.n_workers) if not self._queues[w]]
-        if not missing or not helpers:
-            if not b.outstanding and len(b.results) < self.n_min:
-                self._fail(b, "too few workers returned, even after re-dispatch")
-            return
+    def _helpers(self, b):
+        """Workers to re-send to: those that answered this batch, fastest first, then idle ones."""
+        answered = sorted(b.results, key=lambda s: b.latencies[s])
+        idle = [w for w, q in enumerate(self._queues) if not q.tasks and w not in answered]
+        return [w for w in answered if not self._queues[w].tasks] + idle or answered
+
+    def _redispatch(self, b, missing, now):
+        helpers = self._helpers(b)
         for i, slot in enumerate(missing):
             w = helpers[i % len(helpers)]
             b.redispatched.add(slot)
             b.failed.pop(slot, None)
             self.stats["redispatched"] += 1
-            self._dispatch(b, slot, w, TaskFault())
+            self._dispatch(b, slot, w, TaskFault(), now)
 
-    def _finish(self, b):
+    def _retire(self, b):
         del self._batches[b.index]
-        for slot, w in b.outstanding.items():  # cancel what is still running or queued
+        for slot, w in b.outstanding.items():  # ask workers to drop what still runs
             self._backend.cancel(w, b.index)
-            self._task_done(w, b.index, slot)
         b.coded = None
 
-    def _decode(self, b):
-        results = self._usable(b)
-        slots = np.array(sorted(results), dtype=np.int64)
+    def _decode(self, b, usable):
+        slots = np.array(sorted(usable), dtype=np.int64)
+        for s in set(b.results) - set(usable):
+            b.erase(s, s, f"wrong shape {b.results[s].shape}")
         t0 = time.monotonic()
+        Y = np.stack([usable[s] for s in slots])
         try:
-            Y = np.stack([results[s] for s in slots])
-            try:
-                dec = self.scheme.decode_with_info(Y, slots)
-                outputs, missing = dec.estimate, ()
-                info, est = dec.info, dec.error_estimate
-            except MissingOutputsError as exc:
-                outputs, missing, info, est = exc.partial, tuple(int(k) for k in exc.missing), {}, None
-        except (InsufficientReturnsError, ValueError) as exc:
-            self._fail(b, f"decode failed: {exc}")
-            return
+            dec = self.scheme.decode_with_info(Y, slots)
+            outputs, missing, info, est = dec.estimate, (), dec.info, dec.error_estimate
+        except MissingOutputsError as exc:
+            outputs, missing, info = exc.partial, tuple(int(k) for k in exc.missing), exc.info
+            est = info.get("error_estimate")
+        except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError) as exc:
+            return self._fail(b, f"decode failed: {exc}")
+        if self.max_error is not None and est is not None and not est <= self.max_error:
+            return self._fail(b, f"decoder's error estimate {est:.3g} above max_error {self.max_error:g}")
         self._out_shape = self._out_shape or Y.shape[1:]
         res = BatchResult(
             batch=b.index, outputs=outputs, missing=missing, returned=tuple(int(s) for s in slots),
             failed=dict(b.failed), latencies={int(s): b.latencies[s] for s in slots},
             wall_time=time.monotonic() - b.t0 + b.encode_time, encode_time=b.encode_time,
-            decode_time=time.monotonic() - t0, error_estimate=est, decode_info=info,
+            decode_time=time.monotonic() - t0, error_estimate=None if est is None else float(est),
+            decode_info=info,
         )
-        self._finish(b)
+        self._retire(b)
         self.stats["batches"] += 1
         log.debug("batch decoded", extra={"batch": b.index, "returned": len(slots), "failed": len(b.failed)})
-        b.future.set_result(res)
+        return b.future, res
 
     def _fail(self, b, reason):
-        if b.index not in self._batches:
-            return
-        self._finish(b)
+        self._retire(b)
         self.stats["failed_batches"] += 1
-        err = BatchFailedError(b.index, b.failed, len(b.results), self.n_min, reason)
+        n_required = self.n_min if self.n_min is not None else self.scheme.trusted_returns
+        err = BatchFailedError(b.index, b.failed, len(b.usable(self._out_shape)), n_required, reason)
         log.warning("batch failed", extra={"batch": b.index, "reason": reason})
-        b.future.set_exception(err)
+        return b.future, err
+
+
+def _settle(pairs):
+    """Resolve futures outside the executor's lock (their callbacks are the caller's code)."""
+    for fut, value in pairs:
+        if isinstance(value, BaseException):
+            fut.set_exception(value)
+        else:
+            fut.set_result(value)
+
+
+def _output_problem(y, out_shape) -> str | None:
+    """Why a worker's output is an erasure, or None if it is usable."""
+    try:
+        arr = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        return f"non-numeric output ({type(y).__name__})"
+    if not np.all(np.isfinite(arr)):
+        return "nan/inf output"
+    if out_shape is not None and arr.shape != out_shape:
+        return f"wrong shape {arr.shape}, expected {out_shape}"
+    return None
+
+
+def _check_input(x, index, in_shape):
+    """One input of ``map`` as float64, or an InvalidInputError naming it."""
+    if np.iscomplexobj(x):
+        raise InvalidInputError(f"input {index} is complex; f is computed on real inputs", index=index)
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"input {index} is not a numeric array: {exc}", index=index) from None
+    if in_shape is not None and arr.shape != in_shape:
+        raise InvalidInputError(f"input {index} has shape {arr.shape}, expected {in_shape} like the "
+                                f"first input", index=index)
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"input {index} contains NaN or Inf", index=index)
+    return arr, arr.shape

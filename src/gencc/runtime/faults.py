@@ -6,6 +6,8 @@ task, so a run is reproducible and both backends inject the same faults.
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,7 +15,7 @@ import numpy as np
 from .._validation import check_probability
 from ..stragglers import LatencyModel
 
-__all__ = ["Faults", "TaskFault", "FAULT_KINDS", "apply_output_fault"]
+__all__ = ["Faults", "TaskFault", "FAULT_KINDS", "InjectedError", "run_faulty", "apply_output_fault"]
 
 FAULT_KINDS = ("crash", "hang", "error", "nan", "wrong_shape")
 
@@ -87,6 +89,48 @@ class Faults:
                 kind = fixed
             out.append(TaskFault(delay, kind))
         return out
+
+
+class InjectedError(RuntimeError):
+    """The error an ``"error"`` fault raises on a worker."""
+
+
+CRASH_EXIT_CODE = 17
+
+
+def run_faulty(compute, fault: TaskFault, *, orphaned=lambda: False):
+    """Compute one task as an injected fault says (after its delay): the one
+    routine both backends' workers run.
+
+    Parameters
+    ----------
+    compute : callable
+        ``compute()`` returns f of the task's coded input.
+    fault : TaskFault
+    orphaned : callable
+        True once the master is gone: a hung worker then exits.
+
+    Returns
+    -------
+    ndarray
+        f's output, corrupted for ``"nan"`` and ``"wrong_shape"``.
+
+    Notes
+    -----
+    ``"crash"`` ends the process at once; ``"hang"`` blocks the worker's only
+    thread, so, like a real hang (or SIGSTOP), it stops reading its tasks and
+    answers nothing until the master kills it; ``"error"`` raises
+    :class:`InjectedError`.
+    """
+    if fault.kind == "crash":
+        os._exit(CRASH_EXIT_CODE)
+    if fault.kind == "hang":
+        while not orphaned():
+            time.sleep(0.2)
+        os._exit(0)
+    if fault.kind == "error":
+        raise InjectedError("injected error")
+    return apply_output_fault(compute(), fault.kind)
 
 
 def apply_output_fault(y: np.ndarray, kind: str | None) -> np.ndarray:

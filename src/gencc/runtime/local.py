@@ -2,19 +2,92 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
+import pickle
+import queue
 import sys
 import threading
 import time
-from multiprocessing.connection import wait
 
+from .events import Task, WorkerDied, WorkerReady
 from .worker import worker_main
 
 __all__ = ["LocalBackend"]
 
+_STOP = object()
+
+
+class _Incarnation:
+    """One worker process and its two pipes, each served by its own thread.
+
+    The sender thread does the blocking writes, so a worker that stops
+    reading (hung, SIGSTOP) blocks only that thread; the receiver thread does
+    the blocking reads and reports the process's death when its pipe closes.
+    """
+
+    def __init__(self, ctx, factory, worker, threads, generation, events):
+        tasks_r, tasks_w = ctx.Pipe(duplex=False)
+        events_r, events_w = ctx.Pipe(duplex=False)
+        self.worker, self.generation = worker, generation
+        self.proc = ctx.Process(target=worker_main, args=(tasks_r, events_w, factory, worker, threads),
+                                name=f"gencc-worker-{worker}", daemon=True)
+        self.proc.start()
+        tasks_r.close()
+        events_w.close()
+        self.pid = self.proc.pid
+        self._tasks_w, self._events_r = tasks_w, events_r
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.broken = False
+        self._events = events
+        threading.Thread(target=self._send_loop, name=f"gencc-send-{worker}", daemon=True).start()
+        threading.Thread(target=self._receive_loop, name=f"gencc-recv-{worker}", daemon=True).start()
+
+    def send(self, msg) -> bool:
+        if self.broken:
+            return False
+        self._outbox.put(msg)
+        return True
+
+    def _send_loop(self):
+        try:
+            while (msg := self._outbox.get()) is not _STOP:
+                self._tasks_w.send(msg)
+        except (OSError, ValueError, pickle.PicklingError):  # the worker is gone
+            self.broken = True
+        finally:
+            self.broken = True
+            self._tasks_w.close()
+
+    def _receive_loop(self):
+        try:
+            while True:
+                msg = self._events_r.recv()
+                self._events.put((self.worker, self.generation, msg))
+        except (EOFError, OSError, pickle.UnpicklingError):
+            pass
+        finally:
+            self.broken = True
+            self._outbox.put(_STOP)
+            self.proc.join(timeout=5)
+            code = self.proc.exitcode
+            self._events.put((self.worker, self.generation, ("exited", code)))
+            self._events_r.close()
+
+    def kill(self):
+        """SIGKILL (works on a stopped process too); the threads wind down on their own."""
+        self.broken = True
+        if self.proc.is_alive():
+            self.proc.kill()
+        self._outbox.put(_STOP)
+
+    def stop(self):
+        self.send(("stop",))
+        self._outbox.put(_STOP)
+
 
 class LocalBackend:
-    """N worker processes, each holding the model, fed through one pipe each.
+    """N worker processes, each holding the model, fed through pipes.
 
     Parameters
     ----------
@@ -32,11 +105,25 @@ class LocalBackend:
         Compute threads per worker (torch/OpenMP).
     start_timeout : float
         Seconds to wait for every worker to build its model.
+
+    Notes
+    -----
+    Implements :class:`~gencc.runtime.backend.Backend`. Nothing here blocks
+    the caller on a worker: tasks go through a per-worker outbox drained by a
+    sender thread, and events come back through one queue fed by a receiver
+    thread per worker.
     """
 
     name = "local"
 
     def __init__(self, factory, n_workers, *, start_method=None, preload=None, threads=1, start_timeout=120.0):
+        try:
+            pickle.dumps(factory)
+        except Exception as exc:
+            raise TypeError(
+                f"model must be picklable to reach the worker processes (a module-level factory, a torch "
+                f"module or a 'package.module:factory' string), got {type(factory).__name__}: {exc}"
+            ) from None
         self.factory = factory
         self.n_workers = n_workers
         method = start_method or ("forkserver" if sys.platform.startswith("linux") else "spawn")
@@ -47,119 +134,104 @@ class LocalBackend:
             self._ctx.set_forkserver_preload(list(preload))
         self.threads = threads
         self.start_timeout = start_timeout
-        self._procs = [None] * n_workers
-        self._conns = [None] * n_workers
-        self._locks = [threading.Lock() for _ in range(n_workers)]
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._workers: list[_Incarnation | None] = [None] * n_workers
+        self._old: list[_Incarnation] = []
+        self._generations = itertools.count()
         self._restarts = [0] * n_workers
         self.pids = [None] * n_workers
 
     def _spawn(self, w):
-        parent, child = self._ctx.Pipe(duplex=True)
-        p = self._ctx.Process(target=worker_main, args=(child, self.factory, w, self.threads),
-                              name=f"gencc-worker-{w}", daemon=True)
-        p.start()
-        child.close()
-        self._procs[w], self._conns[w] = p, parent
+        self._workers[w] = _Incarnation(self._ctx, self.factory, w, self.threads, next(self._generations),
+                                        self._events)
+        self.pids[w] = self._workers[w].pid
 
     def start(self):
         """Start all workers and wait until each has built its model."""
-        for w in range(self.n_workers):
-            self._spawn(w)
-        pending = set(range(self.n_workers))
-        deadline = time.monotonic() + self.start_timeout
-        while pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.shutdown()
-                raise TimeoutError(f"workers {sorted(pending)} did not build the model within {self.start_timeout} s")
-            ready = wait([self._conns[w] for w in pending] + [self._procs[w].sentinel for w in pending], left)
-            for w in list(pending):
-                if self._conns[w] in ready:
-                    try:
-                        msg = self._conns[w].recv()
-                    except EOFError:
-                        msg = ("init_error", w, "worker exited during start-up")
-                    if msg[0] == "init_error":
-                        self.shutdown()
-                        raise ValueError(f"model cannot be built on worker {w}:\n{msg[2]}")
-                    self.pids[w] = msg[2]
-                    pending.discard(w)
-                elif self._procs[w].sentinel in ready:
-                    code = self._procs[w].exitcode
-                    self.shutdown()
-                    raise ValueError(f"worker {w} died while building the model (exit code {code})")
+        try:
+            for w in range(self.n_workers):
+                self._spawn(w)
+            pending = set(range(self.n_workers))
+            deadline = time.monotonic() + self.start_timeout
+            while pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"workers {sorted(pending)} did not build the model within "
+                                       f"{self.start_timeout} s")
+                try:
+                    w, _, msg = self._events.get(timeout=left)
+                except queue.Empty:
+                    continue
+                if msg[0] == "init_error":
+                    raise ValueError(f"model cannot be built on worker {w}:\n{msg[1]}")
+                if msg[0] == "exited":
+                    raise ValueError(f"worker {w} died while building the model (exit code {msg[1]})")
+                pending.discard(w)
+        except BaseException:  # a failure or an interruption leaves nothing running
+            self.shutdown()
+            raise
 
-    def send(self, w, msg) -> bool:
-        """Send a message to worker w; False if its pipe is gone."""
-        with self._locks[w]:
-            try:
-                self._conns[w].send(msg)
-                return True
-            except (BrokenPipeError, OSError, AttributeError):
-                return False
-
-    def submit(self, w, batch, slot, x, fault) -> bool:
-        return self.send(w, ("task", batch, slot, x, fault))
+    def submit(self, w, task: Task) -> bool:
+        inc = self._workers[w]
+        return inc is not None and inc.send(("task", task))
 
     def cancel(self, w, batch):
-        self.send(w, ("cancel", batch))
+        inc = self._workers[w]
+        if inc is not None:
+            inc.send(("cancel", batch))
 
-    def poll(self, timeout: float) -> list[tuple]:
-        """Events from workers: result, error, ready, died."""
-        conns = {c: w for w, c in enumerate(self._conns) if c is not None}
-        sentinels = {p.sentinel: w for w, p in enumerate(self._procs) if p is not None}
+    def poll(self, timeout: float) -> list:
+        """Events from the current workers, waiting up to ``timeout`` for the first."""
         events = []
-        for obj in wait(list(conns) + list(sentinels), timeout):
-            if obj in conns:
-                w = conns[obj]
-                try:
-                    while obj.poll():
-                        msg = obj.recv()
-                        if msg[0] == "ready":
-                            self.pids[w] = msg[2]
-                        events.append(msg)
-                except (EOFError, OSError):
-                    pass
-        for sent, w in sentinels.items():
-            p = self._procs[w]
-            if p is not None and not p.is_alive():
-                events.append(("died", w, p.exitcode))
-                self.restart(w)
+        try:
+            item = self._events.get(timeout=timeout)
+            while True:
+                events.extend(self._translate(*item))
+                item = self._events.get_nowait()
+        except queue.Empty:
+            pass
+        self._old = [inc for inc in self._old if inc.proc.is_alive()]
         return events
 
+    def _translate(self, w, generation, msg):
+        inc = self._workers[w]
+        if inc is None or inc.generation != generation:
+            return []  # from an incarnation the executor already replaced
+        if not isinstance(msg, tuple):
+            return [msg]  # a task event
+        if msg[0] == "ready":
+            self.pids[w] = msg[1]
+            return [WorkerReady(w)]
+        if msg[0] == "init_error":
+            return [WorkerDied(w, "model failed to build on restart")]
+        return [WorkerDied(w, f"crashed (exit code {msg[1]})")]  # "exited"
+
     def restart(self, w):
-        """Kill worker w (if alive) and start a fresh one in its place."""
-        p, c = self._procs[w], self._conns[w]
-        with self._locks[w]:
-            if p is not None and p.is_alive():
-                p.kill()
-            if p is not None:
-                p.join(timeout=5)
-            if c is not None:
-                c.close()
-            self._restarts[w] += 1
-            self._spawn(w)
+        """Kill worker w (if alive) and start a fresh one in its place; does not wait."""
+        old = self._workers[w]
+        if old is not None:
+            old.kill()
+            self._old.append(old)
+        self._restarts[w] += 1
+        self._spawn(w)
 
     @property
     def restarts(self) -> list[int]:
         return list(self._restarts)
 
     def alive(self) -> list[bool]:
-        return [p is not None and p.is_alive() for p in self._procs]
+        return [inc is not None and inc.proc.is_alive() for inc in self._workers]
 
     def shutdown(self, timeout: float = 5.0):
         """Stop every worker; kill those that do not stop within ``timeout``."""
-        for w in range(self.n_workers):
-            if self._conns[w] is not None:
-                self.send(w, ("stop",))
+        incs = [inc for inc in self._workers if inc is not None] + self._old
+        for inc in incs:
+            inc.stop()
         deadline = time.monotonic() + timeout
-        for w, p in enumerate(self._procs):
-            if p is None:
-                continue
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=2)
-            if self._conns[w] is not None:
-                self._conns[w].close()
-            self._procs[w], self._conns[w] = None, None
+        for inc in incs:
+            inc.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if inc.proc.is_alive():
+                inc.proc.kill()
+                inc.proc.join(timeout=2)
+        self._workers = [None] * self.n_workers
+        self._old = []

@@ -9,7 +9,9 @@ import asyncio
 import os
 import time
 
-from .faults import apply_output_fault
+from .events import TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
+from .faults import run_faulty
+from .ray_loopback import loopback_ray_init
 from .worker import build_model, compute, set_threads
 
 __all__ = ["RayBackend"]
@@ -26,21 +28,16 @@ class _RayWorker:
     def ready(self):
         return os.getpid()
 
-    async def run(self, batch, slot, x, fault):
+    async def run(self, task):
         start = time.monotonic()
-        if fault.delay:
-            await asyncio.sleep(fault.delay)
-        if fault.kind == "crash":
-            os._exit(17)
-        if fault.kind == "hang":
-            await asyncio.sleep(10**6)
-        if fault.kind == "error":
-            raise RuntimeError("injected fault")
-        return apply_output_fault(compute(self.f, x), fault.kind), time.monotonic() - start
+        if task.fault.delay:
+            await asyncio.sleep(task.fault.delay)
+        y = run_faulty(lambda: compute(self.f, task.x), task.fault)
+        return y, time.monotonic() - start
 
 
 class RayBackend:
-    """N Ray actors, restarted by Ray when they crash.
+    """N Ray actors holding the model; the executor restarts them, not Ray.
 
     Parameters
     ----------
@@ -48,12 +45,20 @@ class RayBackend:
     n_workers : int
     address : str, optional
         Address of an existing Ray cluster; default starts Ray on this machine
-        (loopback only, no dashboard) unless Ray is already initialised.
+        (every socket on 127.0.0.1, no dashboard) unless Ray is already
+        initialised.
     threads : int
         Compute threads per actor.
     num_cpus : float
         CPUs each actor reserves (0 lets N actors share a small machine).
     start_timeout : float
+
+    Notes
+    -----
+    Implements :class:`~gencc.runtime.backend.Backend`. Actors run with
+    ``max_restarts=0``: a dead actor is reported once as ``WorkerDied`` and
+    replaced when the executor calls :meth:`restart`; results of a replaced
+    actor are dropped.
     """
 
     name = "ray"
@@ -68,62 +73,99 @@ class RayBackend:
         self.address, self.threads, self.num_cpus = address, threads, num_cpus
         self.start_timeout = start_timeout
         self._owns_ray = False
-        self._refs = {}  # ObjectRef -> (worker, batch, slot)
+        self._actors = []
+        self._generation = [0] * n_workers
+        self._refs = {}  # ObjectRef -> (worker, generation, batch, slot)
+        self._ready_refs = {}  # ObjectRef -> (worker, generation)
+        self._cancelled = []  # TaskCancelled events to report at the next poll
         self.pids = [None] * n_workers
         self._restarts = [0] * n_workers
 
+    def _new_actor(self):
+        actor = self._ray.remote(max_restarts=0, max_task_retries=0, num_cpus=self.num_cpus)(_RayWorker)
+        return actor.remote(self.factory, self.threads)
+
     def start(self):
         ray = self._ray
-        if not ray.is_initialized():
-            kw = {"address": self.address} if self.address else {
-                "include_dashboard": False, "_node_ip_address": "127.0.0.1"}
-            ray.init(log_to_driver=False, configure_logging=False, **kw)
-            self._owns_ray = True
-        actor = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=self.num_cpus)(_RayWorker)
-        self._actors = [actor.remote(self.factory, self.threads) for _ in range(self.n_workers)]
         try:
-            self.pids = ray.get([a.ready.remote() for a in self._actors], timeout=self.start_timeout)
-        except Exception as exc:
+            if not ray.is_initialized():
+                if self.address:
+                    ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+                else:
+                    loopback_ray_init()
+                self._owns_ray = True
+            self._actors = [self._new_actor() for _ in range(self.n_workers)]
+            try:
+                self.pids = ray.get([a.ready.remote() for a in self._actors], timeout=self.start_timeout)
+            except Exception as exc:
+                raise ValueError(f"model cannot be built on the Ray actors: {exc}") from exc
+        except BaseException:
             self.shutdown()
-            raise ValueError(f"model cannot be built on the Ray actors: {exc}") from exc
+            raise
 
-    def submit(self, w, batch, slot, x, fault) -> bool:
-        self._refs[self._actors[w].run.remote(batch, slot, x, fault)] = (w, batch, slot)
+    def submit(self, w, task) -> bool:
+        ref = self._actors[w].run.remote(task)
+        self._refs[ref] = (w, self._generation[w], task.batch, task.slot)
         return True
 
     def cancel(self, w, batch):
-        for ref, (rw, rb, _) in list(self._refs.items()):
+        for ref, (rw, gen, rb, slot) in list(self._refs.items()):
             if rw == w and rb == batch:
                 del self._refs[ref]
                 self._ray.cancel(ref)
+                self._cancelled.append(TaskCancelled(w, batch, slot))
 
-    def poll(self, timeout: float) -> list[tuple]:
+    def poll(self, timeout: float) -> list:
         ray = self._ray
-        if not self._refs:
+        events, self._cancelled = self._cancelled, []
+        refs = list(self._refs) + list(self._ready_refs)
+        if not refs:
             time.sleep(timeout)
-            return []
-        refs = list(self._refs)
-        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+            return events
+        ready, _ = ray.wait(refs, num_returns=1, timeout=0 if events else timeout)
         if ready:
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        events = []
         for ref in ready:
-            w, batch, slot = self._refs.pop(ref)
+            if ref in self._ready_refs:
+                w, gen = self._ready_refs.pop(ref)
+                try:
+                    pid = ray.get(ref)
+                except Exception as exc:
+                    if gen == self._generation[w]:
+                        events.append(WorkerDied(w, f"actor failed to start: {type(exc).__name__}"))
+                    continue
+                if gen == self._generation[w]:
+                    self.pids[w] = pid
+                    events.append(WorkerReady(w))
+                continue
+            w, gen, batch, slot = self._refs.pop(ref)
+            if gen != self._generation[w]:
+                continue
             try:
                 y, secs = ray.get(ref)
-                events.append(("result", w, batch, slot, y, secs))
+                events.append(TaskResult(w, batch, slot, y, secs))
             except ray.exceptions.RayActorError as exc:
-                events.append(("error", w, batch, slot, f"actor died: {type(exc).__name__}", 0.0))
+                self._generation[w] += 1  # drop the rest of the dead actor's tasks: the executor erases them
+                events.append(WorkerDied(w, f"actor died: {type(exc).__name__}"))
             except ray.exceptions.TaskCancelledError:
                 continue
             except Exception as exc:  # the task raised: an erasure
-                events.append(("error", w, batch, slot, f"{type(exc).__name__}: {str(exc)[:200]}", 0.0))
+                events.append(TaskError(w, batch, slot, f"{type(exc).__name__}: {str(exc)[:200]}"))
         return events
 
     def restart(self, w):
-        """Kill actor w; Ray restarts it (its pending tasks fail as erasures)."""
+        """Kill actor w and start a fresh one; its pending tasks are forgotten."""
         self._restarts[w] += 1
-        self._ray.kill(self._actors[w], no_restart=False)
+        self._generation[w] += 1
+        try:
+            self._ray.kill(self._actors[w], no_restart=True)
+        except Exception:  # already gone
+            pass
+        for ref, (rw, *_rest) in list(self._refs.items()):
+            if rw == w:
+                del self._refs[ref]
+        self._actors[w] = self._new_actor()
+        self._ready_refs[self._actors[w].ready.remote()] = (w, self._generation[w])
 
     @property
     def restarts(self) -> list[int]:
@@ -131,12 +173,12 @@ class RayBackend:
 
     def shutdown(self, timeout: float = 5.0):
         ray = self._ray
-        for a in getattr(self, "_actors", []):
+        for a in self._actors:
             try:
                 ray.kill(a, no_restart=True)
             except Exception:  # already gone
                 pass
-        self._actors, self._refs = [], {}
+        self._actors, self._refs, self._ready_refs = [], {}, {}
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False

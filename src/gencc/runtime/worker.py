@@ -8,7 +8,8 @@ import traceback
 
 import numpy as np
 
-from .faults import apply_output_fault
+from .events import TaskCancelled, TaskError, TaskResult
+from .faults import run_faulty
 
 __all__ = ["worker_main", "build_model", "compute", "set_threads"]
 
@@ -70,63 +71,69 @@ def compute(f, x: np.ndarray) -> np.ndarray:
     return np.asarray(f(x[None]), dtype=np.float64)[0]
 
 
-def worker_main(conn, factory, worker_id: int, threads: int | None):
-    """Process entry point: ("task", batch, slot, x, fault) in; ("result"|"error", ...) out."""
+def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | None):
+    """Process entry point of a local worker.
+
+    Reads ``("task", Task)``, ``("cancel", batch)`` and ``("stop",)`` from
+    ``tasks_in``; writes ``("ready", pid)`` once the model is built, then one
+    TaskResult, TaskError or TaskCancelled per task to ``events_out``, in
+    task order. Exits when told to stop or when the master is gone.
+    """
     set_threads(threads)
     try:
         f = build_model(factory)
     except BaseException:  # report and stop: the executor fails construction with this text
-        conn.send(("init_error", worker_id, traceback.format_exc()))
+        events_out.send(("init_error", traceback.format_exc()))
         return
-    conn.send(("ready", worker_id, os.getpid()))
+    events_out.send(("ready", os.getpid()))
     queue, cancelled = [], set()
     parent = os.getppid()
+
+    def orphaned() -> bool:
+        return os.getppid() != parent
+
+    def cancel(batch):
+        cancelled.add(batch)
+        if len(cancelled) > 4096:  # batch ids only grow: forget the oldest
+            for old in sorted(cancelled)[:2048]:
+                cancelled.discard(old)
+        for task in [t for t in queue if t.batch == batch]:
+            queue.remove(task)
+            events_out.send(TaskCancelled(worker_id, task.batch, task.slot))
 
     def drain(block_s: float) -> bool:
         """Read pending messages; False once told to stop or orphaned."""
         deadline = time.monotonic() + block_s
         while True:
-            left = max(0.0, deadline - time.monotonic())
-            if not conn.poll(left):
-                return os.getppid() == parent
-            msg = conn.recv()
+            if not tasks_in.poll(max(0.0, deadline - time.monotonic())):
+                return not orphaned()
+            try:
+                msg = tasks_in.recv()
+            except (EOFError, OSError):
+                return False
             if msg[0] == "stop":
                 return False
             if msg[0] == "cancel":
-                cancelled.add(msg[1])
-                if len(cancelled) > 4096:  # batch ids only grow: forget the oldest
-                    for old in sorted(cancelled)[:2048]:
-                        cancelled.discard(old)
-                queue[:] = [t for t in queue if t[1] != msg[1]]
+                cancel(msg[1])
             else:
-                queue.append(msg)
+                queue.append(msg[1])
             deadline = time.monotonic()  # got one: keep draining without blocking
 
     while drain(0.0 if queue else 0.5):
         if not queue:
             continue
-        _, batch, slot, x, fault = queue.pop(0)
+        task = queue.pop(0)
         start = time.monotonic()
         # an injected delay is a sleep that a cancellation of this batch interrupts
-        stop = False
-        while time.monotonic() - start < fault.delay and batch not in cancelled:
-            if not drain(min(0.02, fault.delay - (time.monotonic() - start))):
-                stop = True
-                break
-        if stop:
-            break
-        if batch in cancelled:
+        while time.monotonic() - start < task.fault.delay and task.batch not in cancelled:
+            if not drain(min(0.02, task.fault.delay - (time.monotonic() - start))):
+                return
+        if task.batch in cancelled:
+            events_out.send(TaskCancelled(worker_id, task.batch, task.slot))
             continue
-        if fault.kind == "crash":
-            os._exit(17)
-        if fault.kind == "hang":
-            while os.getppid() == parent:
-                time.sleep(0.5)
-            return
         try:
-            if fault.kind == "error":
-                raise RuntimeError(f"injected fault in worker {worker_id}")
-            y = apply_output_fault(compute(f, x), fault.kind)
-            conn.send(("result", worker_id, batch, slot, y, time.monotonic() - start))
+            y = run_faulty(lambda: compute(f, task.x), task.fault, orphaned=orphaned)
+            events_out.send(TaskResult(worker_id, task.batch, task.slot, y, time.monotonic() - start))
         except Exception as exc:  # an erasure for the master, not the end of this worker
-            conn.send(("error", worker_id, batch, slot, f"{type(exc).__name__}: {exc}", time.monotonic() - start))
+            events_out.send(TaskError(worker_id, task.batch, task.slot, f"{type(exc).__name__}: {exc}",
+                                      time.monotonic() - start))

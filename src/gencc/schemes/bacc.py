@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..interpolation import barycentric_matrix, berrut_weights
 from .base import CodingScheme
 
@@ -43,3 +45,20 @@ class BACC(CodingScheme):
 
     def _decoder_matrix_sorted(self, idx, Y2):
         return barycentric_matrix(self.beta[idx], berrut_weights(idx.size), self.alpha)
+
+    def _decode_sorted(self, idx, Y2):
+        return self._decoder_matrix_sorted(idx, Y2) @ Y2, {"loo_mse": self._loo_mse(idx, Y2)}
+
+    def _loo_mse(self, idx, Y2) -> float:
+        """Mean squared error of predicting each returned output from the others
+        with the same interpolant: the decoder's own error estimate (NaN below 3 returns)."""
+        n = idx.size
+        if n < 3:
+            return float("nan")
+        t = self.beta[idx]
+        sq = 0.0
+        for i in range(n):
+            keep = np.arange(n) != i
+            B = barycentric_matrix(t[keep], berrut_weights(n - 1), t[i : i + 1])
+            sq += float(np.sum((B @ Y2[keep] - Y2[i]) ** 2))
+        return sq / Y2.size

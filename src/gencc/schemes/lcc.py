@@ -55,6 +55,15 @@ class LCC(CodingScheme):
     def min_returns(self) -> int:
         return (self.n_inputs - 1) * self.degree + 1
 
+    @property
+    def trusted_returns(self) -> int:
+        """The recovery threshold (K - 1) deg + 1: exact for polynomial f of that degree."""
+        return self.min_returns
+
+    def is_complete(self, returned) -> bool:
+        """True at the recovery threshold: the decode is already exact."""
+        return len(set(returned)) >= self.min_returns
+
     def _encoder_matrix(self):
         return barycentric_matrix(self.alpha, lagrange_weights(self.alpha), self.beta)
 

@@ -63,6 +63,15 @@ class Replication(CodingScheme):
         mask[self.assignment[np.asarray(returned, dtype=np.int64)]] = True
         return mask
 
+    @property
+    def trusted_returns(self) -> int:
+        """1: every returned copy is exact; inputs with no copy fail explicitly."""
+        return 1
+
+    def is_complete(self, returned) -> bool:
+        """True once every input has a copy: further copies are identical."""
+        return len(returned) > 0 and bool(self.available(returned).all())
+
     def _decoder_matrix_sorted(self, idx, Y2):
         D = np.zeros((self.n_inputs, idx.size))
         first = {}
@@ -76,6 +85,7 @@ class Replication(CodingScheme):
         idx, order, Y2, shape = self._prepare(Y, returned)
         mask = self.available(idx)
         decoded = super().decode_with_info(Y, returned)
+        decoded.info["error_estimate"] = 0.0  # a returned copy is f's own output
         decoded.info["copies_returned"] = np.bincount(self.assignment[idx], minlength=self.n_inputs)
         if not mask.all():
             missing = np.flatnonzero(~mask)

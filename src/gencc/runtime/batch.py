@@ -1,0 +1,94 @@
+"""One batch in the runtime: its state while workers compute, and its result."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import MissingOutputsError
+
+__all__ = ["BatchResult"]
+
+
+@dataclass
+class BatchResult:
+    """The decoded outputs of one batch and how they were obtained.
+
+    Attributes
+    ----------
+    batch : int
+    outputs : ndarray, shape (K, *out_shape)
+        Rows listed in ``missing`` are NaN and must not be used: :meth:`output`
+        raises for them.
+    missing : tuple of int
+        Inputs no returned worker answered (replication/uncoded only).
+    returned : tuple of int
+        Workers (coded-input slots) whose results were decoded.
+    failed : dict of int -> str
+        Slots treated as erasures, with the reason (crash, hang, error, nan,
+        wrong shape). Slots merely too late are in neither.
+    latencies : dict of int -> float
+        Seconds from dispatch to arrival, per returned slot.
+    wall_time, encode_time, decode_time : float
+        Seconds.
+    error_estimate : float or None
+        The decoder's own estimate of its mean squared error (leave-one-out
+        for GCC, LeTCC and BACC; 0 for replicated copies; None where the
+        scheme has none). Compare it with ``max_error`` of the executor, or
+        with your own quality floor.
+    decode_info : dict
+    """
+
+    batch: int
+    outputs: np.ndarray
+    missing: tuple = ()
+    returned: tuple = ()
+    failed: dict = field(default_factory=dict)
+    latencies: dict = field(default_factory=dict)
+    wall_time: float = 0.0
+    encode_time: float = 0.0
+    decode_time: float = 0.0
+    error_estimate: float | None = None
+    decode_info: dict = field(default_factory=dict, repr=False)
+
+    def output(self, k: int) -> np.ndarray:
+        """Output of input k, or MissingOutputsError if it has none."""
+        if k in self.missing:
+            raise MissingOutputsError(f"batch {self.batch}: input {k} has no answer",
+                                      missing=np.array([k]), partial=None,
+                                      n_returned=len(self.returned), n_required=0)
+        return self.outputs[k]
+
+
+class BatchState:
+    """What the executor tracks about a batch until it is decoded or failed."""
+
+    def __init__(self, index, coded, faults, t0, future, encode_time):
+        self.index = index
+        self.coded = coded
+        self.faults = faults
+        self.t0 = t0
+        self.future = future
+        self.encode_time = encode_time
+        self.results: dict[int, np.ndarray] = {}  # slot -> output
+        self.latencies: dict[int, float] = {}
+        self.failed: dict[int, str] = {}
+        self.outstanding: dict[int, int] = {}  # slot -> worker computing it
+        self.redispatched: set[int] = set()
+
+    def usable(self, out_shape) -> dict[int, np.ndarray]:
+        """Results of the expected shape: ``out_shape`` once known, else the
+        most common shape among the results (a lone wrong shape never wins)."""
+        if out_shape is None and self.results:
+            out_shape = Counter(y.shape for y in self.results.values()).most_common(1)[0][0]
+        return {s: y for s, y in self.results.items() if y.shape == out_shape}
+
+    def erase(self, slot, worker, why):
+        self.failed[slot] = why if worker == slot else f"{why} (re-run on worker {worker})"
+
+    def missing_slots(self, n_workers) -> list[int]:
+        """Slots with no result, nothing running, and not yet re-sent."""
+        return [s for s in range(n_workers)
+                if s not in self.results and s not in self.outstanding and s not in self.redispatched]

@@ -1,0 +1,159 @@
+"""The gather policy as a pure function, and the executor's bookkeeping, with a fake backend and clock."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import gencc
+from gencc.runtime.events import TaskResult
+from gencc.runtime.executor import CodedExecutor, _settle, _WorkerQueue
+from gencc.runtime.gather import GatherPolicy, GatherState, decide
+
+POLICY = GatherPolicy(deadline=1.0, timeout=5.0, on_insufficient="fail")
+
+
+def state(**kw):
+    base = dict(elapsed=0.1, enough=False, decodable=False, reachable=True, outstanding=3, can_redispatch=False)
+    return GatherState(**{**base, **kw})
+
+
+def test_decodes_when_enough_or_at_the_deadline_or_when_nothing_more_can_come():
+    assert decide(state(enough=True, decodable=True), POLICY).kind == "decode"
+    assert decide(state(decodable=True), POLICY).kind == "wait"  # more may come before the deadline
+    assert decide(state(decodable=True, elapsed=1.0), POLICY).kind == "decode"
+    assert decide(state(decodable=True, outstanding=0), POLICY).kind == "decode"
+    # "enough" never overrides the scheme's floor
+    assert decide(state(enough=True, decodable=False), POLICY).kind == "wait"
+
+
+def test_never_answers_from_an_undecodable_set():
+    for elapsed in (0.0, 0.5, 1.0, 4.9):
+        for outstanding in (0, 1, 5):
+            for policy in ("fail", "wait", "redispatch"):
+                a = decide(state(elapsed=elapsed, outstanding=outstanding, reachable=outstanding > 0),
+                           GatherPolicy(1.0, 5.0, policy))
+                assert a.kind != "decode"
+
+
+def test_insufficient_fails_waits_or_redispatches():
+    hopeless = state(reachable=False, outstanding=2)
+    assert decide(hopeless, POLICY) == decide(hopeless, POLICY)  # pure
+    assert decide(hopeless, POLICY).kind == "fail" and "too few" in decide(hopeless, POLICY).reason
+    wait = GatherPolicy(1.0, 5.0, "wait")
+    assert decide(hopeless, wait).kind == "wait"
+    assert decide(state(reachable=False, outstanding=0), wait).kind == "fail"  # waiting cannot help
+    late = state(elapsed=1.5)  # past the deadline, not decodable, still reachable
+    assert decide(late, POLICY).kind == "fail"
+    assert decide(late, wait).kind == "wait"
+    redo = GatherPolicy(1.0, 5.0, "redispatch")
+    assert decide(state(elapsed=1.5, can_redispatch=True), redo).kind == "redispatch"
+    a = decide(state(elapsed=1.5, outstanding=0, reachable=False), redo)
+    assert a.kind == "fail" and "even after re-dispatch" in a.reason
+
+
+def test_timeout_fails_whatever_else_holds():
+    a = decide(state(elapsed=5.0), GatherPolicy(None, 5.0, "wait"))
+    assert a.kind == "fail" and "timed out after 5 s" in a.reason
+    assert decide(state(elapsed=100.0), GatherPolicy(None, 5.0, "wait")).kind == "fail"
+
+
+def test_hang_timer_measures_each_task_not_the_queue():
+    q = _WorkerQueue()
+    q.push(0, 3, now=0.0)
+    q.push(1, 3, now=0.5)
+    q.ack(1, 3, now=2.0)  # a later task answered (or cancelled): the head keeps its own start
+    assert q.head_since == 0.0
+    q.ack(0, 3, now=3.0)
+    assert q.head_since is None and not q.tasks
+    q.push(2, 3, now=4.0)
+    q.push(3, 3, now=4.1)
+    q.ack(2, 3, now=6.0)
+    assert q.head_since == 6.0  # the next task starts when the previous one ends
+
+
+class FakeBackend:
+    """Records what the executor sends; the test plays the workers."""
+
+    name = "fake"
+
+    def __init__(self, n):
+        self.n_workers, self.sent, self.cancelled, self.restarted = n, [], [], []
+        self.events, self.lock = [], threading.Lock()
+
+    def start(self):
+        pass
+
+    def submit(self, w, task):
+        self.sent.append((w, task))
+        return True
+
+    def cancel(self, w, batch):
+        self.cancelled.append((w, batch))
+
+    def poll(self, timeout):
+        with self.lock:
+            out, self.events = self.events, []
+        return out
+
+    def restart(self, w):
+        self.restarted.append(w)
+
+    def shutdown(self):
+        pass
+
+
+def test_finishing_a_batch_does_not_reset_a_hung_workers_timer_and_it_is_restarted():
+    """Defect 2: batches kept flowing, and each finished batch reset the hung worker's clock."""
+    be = FakeBackend(4)
+    ex = CodedExecutor("unused", gencc.Replication(2, 4), be, timeout=60, hang_timeout=1.0)
+    try:
+        ex._stop.set()
+        ex._thread.join()
+        for _ in range(3):  # worker 3 never answers; the others answer every batch at once
+            fut = ex.submit(np.ones((2, 1)))
+        sent = list(be.sent)
+        now = ex._batches[0].t0
+        for t in np.arange(0.1, 1.6, 0.1):
+            with ex._lock:
+                for w, task in sent:
+                    if w != 3 and task.batch in ex._batches:
+                        ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), now + t)
+                ex._check_hangs(now + t)
+                settle = [s for b in list(ex._batches.values()) if (s := ex._step(b, now + t))]
+            _settle(settle)
+        assert be.restarted == [3]
+        assert fut.result(timeout=0).returned == (0, 1, 2)
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_a_wrong_shape_first_result_does_not_fail_a_batch_with_enough_good_ones():
+    """Defect 5: a wrong-shaped result before the output shape is known."""
+    be = FakeBackend(6)
+    ex = CodedExecutor("unused", gencc.GCC(3, 6, kernel="sobolev2"), be, n_wait=5, timeout=60)
+    try:
+        ex._stop.set()
+        ex._thread.join()
+        fut = ex.submit(np.ones((3, 2)))
+        b = ex._batches[0]
+        with ex._lock:
+            ex._handle(TaskResult(0, 0, 0, np.ones(5), 0.0), b.t0 + 0.01)  # wrong shape first
+            for w in range(1, 6):
+                ex._handle(TaskResult(w, 0, w, np.ones(2), 0.0), b.t0 + 0.02)
+            done = ex._step(b, b.t0 + 0.03)
+        assert done is not None
+        _, res = done
+        assert res.returned == (1, 2, 3, 4, 5) and "wrong shape" in res.failed[0]
+        np.testing.assert_allclose(res.outputs, 1.0, atol=1e-6)
+    finally:
+        ex.shutdown(wait=False)
+
+
+@pytest.mark.parametrize("scheme, n_min", [(gencc.GCC(4, 12), 4), (gencc.BACC(4, 12), 4),
+                                           (gencc.LCC(3, 8, degree=2), 5), (gencc.Replication(4, 12), 1)])
+def test_each_scheme_documents_the_returns_it_stands_behind(scheme, n_min):
+    assert scheme.trusted_returns == n_min
+    assert not scheme.can_decode(range(n_min - 1))
+    assert scheme.can_decode(range(n_min))
+    assert scheme.is_complete(range(scheme.n_workers))

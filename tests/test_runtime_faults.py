@@ -1,0 +1,172 @@
+"""Faults from inside and outside on real workers: no hang, no lost input, no answer the decoder cannot back.
+
+Each test bounds itself (pytest-timeout) and checks that nothing is left running.
+"""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import gencc
+from gencc.errors import BatchFailedError, InvalidInputError
+from gencc.runtime import CodedExecutor, Faults
+from gencc.runtime.local import LocalBackend
+
+from test_runtime import MODEL, _alive, _importable_models, _opts, f  # noqa: F401
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_stops_reading_blocks_nothing():
+    """Defect 1: a hung worker's pipe fills up; the master used to block in send() holding its lock."""
+    scheme = gencc.GCC(4, 8)
+    inputs = list(RNG.uniform(-1, 1, size=(200, 4000)))  # 32 kB a task: a pipe holds only a few
+    with CodedExecutor(MODEL, scheme, n_wait=7, deadline=0.5, timeout=20, hang_timeout=60,
+                       faults=Faults(workers={7: "hang"}), backend_options=_opts("local")) as ex:
+        pids = list(ex.backend.pids)
+        t0 = time.monotonic()
+        outs = list(ex.map(inputs))
+        assert time.monotonic() - t0 < 60
+        assert ex.stats["hangs"] == 0  # not rescued by the hang detector: it never fired
+    assert len(outs) == 200
+    assert not any(_alive(p) for p in pids)  # the hung worker does not outlive shutdown
+
+
+@pytest.mark.timeout(120)
+def test_sigstop_from_outside_is_detected_as_a_hang_and_killed():
+    scheme = gencc.Replication(4, 8)
+    inputs = list(RNG.uniform(-3, 3, size=(120, 3)))
+    with CodedExecutor(MODEL, scheme, timeout=20, hang_timeout=1.0, max_in_flight=2,
+                       faults=Faults(latency=gencc.stragglers.ShiftedExponential(0.005, 200.0), seed=3),
+                       backend_options=_opts("local")) as ex:
+        victim = ex.backend.pids[2]
+        outs = []
+        for i, y in enumerate(ex.map(inputs)):
+            if i == 8:
+                os.kill(victim, signal.SIGSTOP)
+            outs.append(y)
+        deadline = time.monotonic() + 10
+        while not ex.backend.restarts[2] and time.monotonic() < deadline:  # detected within hang_timeout
+            time.sleep(0.05)
+        assert ex.stats["hangs"] >= 1 and ex.backend.restarts[2] >= 1
+        while _alive(victim) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(victim)
+    np.testing.assert_allclose(np.stack(outs), f(np.stack(inputs)))
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_from_outside_loses_no_batch_of_a_code():
+    """Defect 5b: after a SIGKILL a GCC batch sometimes failed with '0 usable results'."""
+    scheme = gencc.GCC(4, 10, kernel="sobolev2")
+    inputs = list(RNG.uniform(-3, 3, size=(80, 2)))
+    with CodedExecutor(MODEL, scheme, n_wait=8, timeout=20, backend_options=_opts("local"), max_in_flight=2,
+                       faults=Faults(latency=gencc.stragglers.ShiftedExponential(0.01, 100.0), seed=2)) as ex:
+        outs = []
+        for i, y in enumerate(ex.map(inputs, return_exceptions=True)):
+            if i in (8, 40):
+                os.kill(ex.backend.pids[i % 10], signal.SIGKILL)
+            outs.append(y)
+        assert ex.stats["crashes"] >= 2
+    assert len(outs) == 80 and not any(isinstance(o, BaseException) for o in outs)
+
+
+@pytest.mark.timeout(120)
+def test_one_bad_input_fails_only_itself():
+    """Defect 4: a NaN input (or another shape, or a complex one) used to end the whole map."""
+    scheme = gencc.Replication(3, 6)
+    inputs = [np.asarray(x) for x in RNG.uniform(-3, 3, size=(40, 2))]
+    inputs[21] = np.array([np.nan, 1.0])
+    inputs[5] = np.ones(3)  # a different shape
+    inputs[30] = np.array([1 + 2j, 0])
+    with CodedExecutor(MODEL, scheme, timeout=20, backend_options=_opts("local")) as ex:
+        outs = list(ex.map(inputs, return_exceptions=True, progress=False))
+        assert len(outs) == 40
+        for i in (5, 21, 30):
+            assert isinstance(outs[i], InvalidInputError) and outs[i].index == i
+        assert "NaN" in str(outs[21]) and "shape (3,)" in str(outs[5]) and "complex" in str(outs[30])
+        good = [i for i in range(40) if i not in (5, 21, 30)]
+        np.testing.assert_allclose(np.stack([outs[i] for i in good]), f(np.stack([inputs[i] for i in good])))
+        seen = []
+        with pytest.raises(InvalidInputError, match="input 5 has shape"):
+            for y in ex.map(inputs):
+                seen.append(y)
+        assert len(seen) == 5  # everything before the bad input was answered first
+
+
+@pytest.mark.timeout(120)
+def test_too_many_failures_give_explicit_errors_not_wrong_answers():
+    """Defect 3: with 8 of 12 workers failing, GCC 'answered' from 4 and agreed with f on half the inputs."""
+    scheme = gencc.GCC(4, 12)
+    X = RNG.uniform(-3, 3, size=(4, 2))
+    bad = Faults(workers={w: "error" for w in range(9)})  # 3 of 12 return: fewer than K = 4
+    with CodedExecutor(MODEL, scheme, timeout=20, backend_options=_opts("local"), faults=bad) as ex:
+        with pytest.raises(BatchFailedError, match=r"too few workers returned\): 3 usable results, 4 needed"):
+            ex.submit(X).result(timeout=30)
+    with CodedExecutor(MODEL, scheme, timeout=20, max_error=1e-30, backend_options=_opts("local")) as ex:
+        with pytest.raises(BatchFailedError, match="error estimate .* above max_error"):
+            ex.submit(X).result(timeout=30)
+    with CodedExecutor(MODEL, scheme, timeout=20, max_error=1.0, backend_options=_opts("local")) as ex:
+        res = ex.submit(X).result(timeout=30)
+        assert 0 <= res.error_estimate <= 1.0
+    with CodedExecutor(MODEL, gencc.BACC(4, 12), timeout=20, backend_options=_opts("local")) as ex:
+        assert ex.submit(X).result(timeout=30).error_estimate > 0  # every kernel scheme reports one
+
+
+@pytest.mark.timeout(60)
+def test_map_timeout_bounds_the_whole_call():
+    slow = Faults(workers={w: "slow" for w in range(4)}, slow_delay=3.0)
+    with CodedExecutor(MODEL, gencc.Replication(2, 4), timeout=20, backend_options=_opts("local"),
+                       faults=slow) as ex:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            list(ex.map(list(np.ones((6, 2))), timeout=0.5))
+        assert time.monotonic() - t0 < 2.0
+
+
+@pytest.mark.timeout(60)
+def test_interrupted_start_leaves_no_worker():
+    be = LocalBackend("_models:slow_start", 3, preload=("gencc.runtime.worker", "_models"), start_timeout=0.5)
+    with pytest.raises(TimeoutError, match="did not build the model"):
+        be.start()
+    pids = [p for p in be.pids if p]
+    assert len(pids) == 3 and not any(_alive(p) for p in pids)
+
+
+def _listening_sockets(pids):
+    import ipaddress
+
+    import psutil
+
+    out = []
+    for c in psutil.net_connections(kind="tcp"):
+        if c.status == psutil.CONN_LISTEN and c.pid in pids:
+            a = ipaddress.ip_address(c.laddr.ip.split("%")[0])
+            out.append((c.pid, c.laddr.ip, (getattr(a, "ipv4_mapped", None) or a).is_loopback))
+    return out
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(180)
+def test_ray_listens_on_loopback_only_and_leaves_nothing_behind():
+    ray = pytest.importorskip("ray")
+    import psutil
+
+    assert not ray.is_initialized()
+    scheme = gencc.GCC(3, 6)
+    with CodedExecutor(MODEL, scheme, "ray", timeout=60) as ex:
+        ex.submit(RNG.uniform(-1, 1, size=(3, 2))).result(timeout=60)
+        me = psutil.Process()
+        ray_pids = {p.pid for p in me.children(recursive=True)}
+        socks = _listening_sockets(ray_pids | {me.pid})
+        names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in ray_pids if psutil.pid_exists(p))
+    assert socks and all(ok for _, _, ok in socks), socks
+    assert "dashboard/dashboard.py" not in names or "--disable-frontend" in names  # no dashboard UI
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in ray_pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in ray_pids if _alive(p)]
