@@ -170,3 +170,23 @@ def test_ray_listens_on_loopback_only_and_leaves_nothing_behind():
     while any(_alive(p) for p in ray_pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [p for p in ray_pids if _alive(p)]
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.ray)])
+@pytest.mark.timeout(240)
+def test_short_chaos_soak_accounts_for_every_input(backend):
+    """The benchmark's soak, small: every fault kind at once, from inside and outside, and bad inputs."""
+    from gencc.experiments.chaos import chaos_soak
+
+    X = RNG.uniform(-3, 3, size=(50, 3))
+    faults = Faults(latency=gencc.stragglers.SlowNodes(base=0.002, fraction=0.05, slowdown=20),
+                    crash=0.01, hang=0.01, error=0.02, nan=0.02, wrong_shape=0.02, seed=5)
+    r = chaos_soak(MODEL, f, gencc.GCC(4, 12), X, task="regression", backend=backend, n_inputs=600,
+                   faults=faults, signal_every=0.3, bad_input_rate=0.02, seed=5, hang_timeout=0.5,
+                   backend_options=_opts(backend))
+    assert r.finished and r.seconds < r.bound_s
+    assert r.lost == 0 and r.answers + r.errors == 600
+    assert r.bad_inputs > 0 and r.bad_inputs_rejected == r.bad_inputs
+    assert r.fewest_returns >= r.trusted_returns == 4
+    assert r.stats.get("crashes", 0) + r.stats.get("hangs", 0) > 0 and sum(r.signals.values()) > 0
+    assert r.pids_left == 0 and r.pids_seen > 12

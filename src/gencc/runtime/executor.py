@@ -174,6 +174,7 @@ class CodedExecutor:
         self._out_shape = None
         self._stop = threading.Event()
         self.stats = Counter()
+        self.returned_counts = Counter()  # how many usable results each answered batch was decoded from
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
         self._thread.start()
         log.info("executor started", extra={"backend": self._backend.name, "n_workers": N,
@@ -506,6 +507,7 @@ class CodedExecutor:
         )
         self._retire(b)
         self.stats["batches"] += 1
+        self.returned_counts[len(slots)] += 1
         log.debug("batch decoded", extra={"batch": b.index, "returned": len(slots), "failed": len(b.failed)})
         return b.future, res
 

@@ -140,11 +140,13 @@ class LocalBackend:
         self._generations = itertools.count()
         self._restarts = [0] * n_workers
         self.pids = [None] * n_workers
+        self.pid_history: list[int] = []  # every worker process started, for leak checks
 
     def _spawn(self, w):
         self._workers[w] = _Incarnation(self._ctx, self.factory, w, self.threads, next(self._generations),
                                         self._events)
         self.pids[w] = self._workers[w].pid
+        self.pid_history.append(self.pids[w])
 
     def start(self):
         """Start all workers and wait until each has built its model."""

@@ -79,6 +79,7 @@ class RayBackend:
         self._ready_refs = {}  # ObjectRef -> (worker, generation)
         self._cancelled = []  # TaskCancelled events to report at the next poll
         self.pids = [None] * n_workers
+        self.pid_history: list[int] = []  # every actor process seen, for leak checks
         self._restarts = [0] * n_workers
 
     def _new_actor(self):
@@ -97,6 +98,7 @@ class RayBackend:
             self._actors = [self._new_actor() for _ in range(self.n_workers)]
             try:
                 self.pids = ray.get([a.ready.remote() for a in self._actors], timeout=self.start_timeout)
+                self.pid_history.extend(self.pids)
             except Exception as exc:
                 raise ValueError(f"model cannot be built on the Ray actors: {exc}") from exc
         except BaseException:
@@ -136,6 +138,7 @@ class RayBackend:
                     continue
                 if gen == self._generation[w]:
                     self.pids[w] = pid
+                    self.pid_history.append(pid)
                     events.append(WorkerReady(w))
                 continue
             w, gen, batch, slot = self._refs.pop(ref)
