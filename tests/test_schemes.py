@@ -246,6 +246,11 @@ def test_systematic_fast_path_needs_no_outputs_and_keeps_defaults():
     D = s.decoder_matrix(ret)
     assert D.shape == (4, 5) and np.all(D.sum(axis=1) == 1) and D[0, 3] == 1 and D[3, 1] == 1
     assert s.with_params(n_workers=8).systematic and s.with_params(n_workers=8).beta.shape == (8,)
+    lcc = gencc.LCC(4, 9, degree=2, worker_points="systematic")  # needs 7 returns to decode...
+    Y = RNG.normal(size=(9, 2))
+    np.testing.assert_array_equal(lcc.decode(Y[:4], range(4)), Y[:4])  # ...but not to copy
+    with pytest.raises(gencc.InsufficientReturnsError, match="at least 7"):
+        lcc.decode(Y[1:5], range(1, 5))
     assert not gencc.GCC(4, 6).systematic  # defaults unchanged
     np.testing.assert_array_equal(gencc.GCC(4, 6).beta, gencc.points.chebyshev2(6))
 

@@ -26,7 +26,9 @@ class Decoded:
     estimate : ndarray, shape (K, *out_shape)
     info : dict
         Scheme-specific facts, e.g. the kernel and ridge chosen and
-        ``"loo_mse"``, the decoder's own estimate of its squared error.
+        ``"loo_mse"``, the decoder's own estimate of its squared error. A
+        systematic scheme adds ``"exact"``, a boolean mask of shape (K,):
+        the inputs answered by their own returned worker, copied as is.
     """
 
     estimate: np.ndarray
@@ -162,7 +164,8 @@ class CodingScheme:
     # -- decoding -----------------------------------------------------------
     def _prepare(self, Y, returned):
         idx = check_returned(returned, self.n_workers)
-        require_returns(idx.size, self.min_returns, type(self).__name__)
+        if not (self.systematic and np.count_nonzero(idx < self.n_inputs) == self.n_inputs):
+            require_returns(idx.size, self.min_returns, type(self).__name__)  # else nothing to decode
         Y2 = shape = None
         if Y is not None:
             Y2, shape = check_batch(Y, "Y", idx.size)
