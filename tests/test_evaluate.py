@@ -76,3 +76,52 @@ def test_evaluate_rejects_bad_f_and_args():
 def test_tune_picks_the_better_ridge():
     best, table = gencc.tune(f, gencc.LeTCC(4, 16), X, st.RandomStragglers(2), {"lam_dec": [1e-9, 1.0]}, rounds=3)
     assert best.lam_dec == 1e-9 and table[0][1] < table[1][1]
+
+
+class _ZeroCode(gencc.CodingScheme):
+    """Hand-made code: parities and decoded inputs are all zero."""
+
+    def _encoder_matrix(self):
+        return np.zeros((self.n_workers, self.n_inputs))
+
+    def _decoder_matrix_sorted(self, idx, Y2):
+        return np.zeros((self.n_inputs, idx.size))
+
+
+class _Fixed(st.StragglerModel):
+    def __init__(self, returned):
+        self.ret = np.asarray(returned)
+
+    def returned(self, n_workers, rng=None, error=None):
+        return self.ret
+
+
+def test_degraded_metrics_on_a_hand_made_example():
+    pool = np.full((6, 1), 3.0)
+    f2 = lambda x: np.concatenate([-x, x], axis=1)  # f(3) = (-3, 3): argmax 1; a zero estimate: argmax 0
+    sys_code = _ZeroCode(2, 3, worker_points="systematic")
+    ev = gencc.evaluate(f2, sys_code, pool, _Fixed([0, 2]), rounds=4, task="classification")
+    # input 0 answered by its own worker (exact), input 1 decoded to (0, 0)
+    assert ev.mean("exact_share") == 0.5 and ev.metrics["exact_share"].n == 4
+    assert ev.mean("degraded_mse") == 9.0 and ev.mean("mse") == 4.5
+    assert ev.mean("degraded_accuracy") == 0.0 and ev.mean("accuracy") == 0.5
+    # all systematic workers back: nothing decoded, no degraded sample
+    ev = gencc.evaluate(f2, sys_code, pool, st.NoStragglers(), rounds=3, task="classification")
+    assert ev.mean("exact_share") == 1.0 and ev.metrics["degraded_mse"] is None
+    assert ev.metrics["degraded_accuracy"] is None and ev.mean("mse") == 0.0 and ev.mean("accuracy") == 1.0
+    # the same code, not systematic: every input counts as decoded
+    plain = _ZeroCode(2, 3)
+    ev = gencc.evaluate(f2, plain, pool, _Fixed([0, 2]), rounds=4, task="classification")
+    assert ev.mean("exact_share") == 0.0 and ev.mean("degraded_mse") == ev.mean("mse") == 9.0
+    assert ev.mean("degraded_accuracy") == ev.mean("accuracy") == 0.0
+
+
+def test_degraded_metrics_of_systematic_gcc():
+    s = gencc.GCC(4, 8, worker_points="systematic")
+    ev = gencc.evaluate(f, s, X, st.RandomStragglers(3), rounds=30, seed=3)
+    share = ev.samples["exact_share"]
+    assert 0 < share.min() and share.max() == 1.0  # some draws lose systematic workers, some none
+    # exact inputs carry no error: per draw, mse = degraded_mse x degraded share
+    degraded = share < 1
+    np.testing.assert_allclose(ev.samples["mse"][degraded], ev.samples["degraded_mse"] * (1 - share[degraded]))
+    assert np.all(ev.samples["mse"][~degraded] == 0)

@@ -157,3 +157,12 @@ def test_each_scheme_documents_the_returns_it_stands_behind(scheme, n_min):
     assert not scheme.can_decode(range(n_min - 1))
     assert scheme.can_decode(range(n_min))
     assert scheme.is_complete(range(scheme.n_workers))
+
+
+def test_a_systematic_code_is_complete_once_every_systematic_worker_returned():
+    s = gencc.GCC(4, 8, worker_points="systematic")
+    assert s.is_complete([0, 1, 2, 3]) and s.can_decode([0, 1, 2, 3])
+    assert not s.is_complete([0, 1, 2, 4, 5, 6, 7]) and s.can_decode([0, 1, 2, 4])
+    lcc = gencc.LCC(4, 12, degree=2, worker_points="systematic")  # threshold 7
+    assert lcc.can_decode([0, 1, 2, 3]) and not lcc.can_decode([0, 1, 2, 4, 5, 6])
+    assert lcc.decode_with_info(np.ones((4, 1)), [0, 1, 2, 3]).error_estimate == 0.0

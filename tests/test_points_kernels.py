@@ -37,6 +37,41 @@ def test_make_points_rejects_bad_specs():
         points.chebyshev1(0)
 
 
+
+@pytest.mark.parametrize("K, N", [(4, 4), (4, 5), (4, 8), (8, 12), (8, 16), (32, 64)])
+def test_systematic_points_hold_alpha_then_distinct_sorted_parities(K, N):
+    alpha = points.chebyshev1(K)
+    beta = points.systematic_points(alpha, N)
+    assert beta.shape == (N,) and beta.dtype == np.float64
+    np.testing.assert_array_equal(beta[:K], alpha)  # worker k holds input k
+    par = beta[K:]
+    assert np.all(np.diff(par) > 0) and np.all(np.abs(beta) <= 1)
+    assert np.unique(beta).size == N  # no parity on a data point
+    if par.size:  # every parity keeps sep x its gap away from alpha
+        edges = np.concatenate([[-1.0], alpha, [1.0]])
+        i = np.clip(np.searchsorted(edges, par) - 1, 0, K)
+        assert np.all(np.min(np.abs(par[:, None] - alpha), axis=1) >= 0.1 * (edges[i + 1] - edges[i]) - 1e-12)
+
+
+def test_parity_points_greedy_rule():
+    alpha = points.chebyshev1(4)
+    # one parity: the mean d_l*d_r is lowest next to an end point (extrapolation
+    # costs most), mirror ties go left; a second parity takes the mirror image
+    np.testing.assert_allclose(points.parity_points(alpha, 1), [-0.932], atol=1e-3)
+    np.testing.assert_allclose(points.parity_points(alpha, 2), [-0.932, 0.932], atol=1e-3)
+    assert points.parity_points(alpha, 0).shape == (0,)
+    # with no separation the parity sits on the grid point next to alpha_0
+    assert abs(points.parity_points(alpha, 1, sep=0.0)[0] - alpha[0]) < 2e-3
+
+
+def test_systematic_points_errors():
+    with pytest.raises(ValueError, match="n_workers must be >= n_inputs = 4"):
+        points.systematic_points(points.chebyshev1(4), 3)
+    with pytest.raises(ValueError, match="worker_points='systematic' needs the data points"):
+        points.make_points("systematic", 6, "worker_points")
+    with pytest.raises(ValueError, match="no room"):
+        points.parity_points(points.chebyshev1(4), 20, grid_size=11)
+
 @pytest.mark.parametrize("name", ["matern12", "matern32", "matern52", "gaussian"])
 def test_positive_definite_kernels_have_psd_gram(name):
     k = kernels.make_kernel(name, 0.7)

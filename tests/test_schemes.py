@@ -13,6 +13,9 @@ ALL = [
     lambda: gencc.LCC(5, 14, degree=2),
     lambda: gencc.Replication(5, 14),
     lambda: gencc.Uncoded(5),
+    lambda: gencc.GCC(5, 14, worker_points="systematic"),
+    lambda: gencc.LeTCC(5, 14, worker_points="systematic"),
+    lambda: gencc.BACC(5, 14, worker_points="systematic"),
 ]
 
 
@@ -173,3 +176,91 @@ def test_make_scheme_by_name():
     assert isinstance(gencc.make_scheme("bacc", 3, 8), gencc.BACC)
     with pytest.raises(ValueError, match="scheme must be one of"):
         gencc.make_scheme("mds", 3, 8)
+
+
+SYSTEMATIC = [gencc.GCC, gencc.LeTCC, gencc.BACC, gencc.LCC]
+
+
+def _mlp(seed=3):
+    rng = np.random.default_rng(seed)
+    W1, W2 = rng.normal(size=(6, 16)) / 6**0.5, rng.normal(size=(16, 3)) / 4
+    return lambda x: np.tanh(x @ W1) @ W2
+
+
+@pytest.mark.parametrize("cls", SYSTEMATIC)
+def test_systematic_with_no_straggler_is_exact(cls):
+    s = cls(4, 7, worker_points="systematic")
+    assert s.systematic and s.beta.shape == (7,)
+    np.testing.assert_array_equal(s.beta[:4], s.alpha)
+    np.testing.assert_array_equal(s.encoder_matrix()[:4], np.eye(4))  # x_k itself, whatever lam_enc
+    f = _mlp()
+    X = RNG.uniform(-3, 3, size=(4, 6))
+    Y = f(s.encode(X))
+    order = RNG.permutation(7)
+    d = s.decode_with_info(Y[order], order)
+    np.testing.assert_allclose(d.estimate, f(X), rtol=1e-9, atol=0)
+    assert d.info["exact"].tolist() == [True] * 4
+
+
+@pytest.mark.parametrize("cls", SYSTEMATIC)
+def test_systematic_copies_returned_outputs_and_decodes_the_missing(cls):
+    s = cls(5, 10, worker_points="systematic")
+    f = _mlp(4)
+    X = RNG.uniform(-3, 3, size=(5, 6))
+    Y = f(s.encode(X))
+    ret = np.array([9, 0, 6, 3, 7, 4, 8])  # systematic workers 1 and 2 straggle
+    d = s.decode_with_info(Y[ret], ret)
+    assert d.info["exact"].tolist() == [True, False, False, True, True]
+    np.testing.assert_array_equal(d.estimate[[0, 3, 4]], Y[[0, 3, 4]])  # the outputs themselves, bit for bit
+    assert np.all(np.isfinite(d.estimate)) and not np.allclose(d.estimate[[1, 2]], 0)
+    D = s.decoder_matrix(ret, Y=Y[ret])
+    np.testing.assert_array_equal(D[0], (ret == 0).astype(float))
+    np.testing.assert_allclose(D @ Y[ret], d.estimate, atol=1e-9)
+    # a non-systematic scheme of the same points smooths instead
+    plain = cls(5, 10, worker_points=s.beta)
+    assert "exact" not in plain.decode_with_info(Y, range(10)).info
+
+
+@pytest.mark.parametrize("make", [lambda: gencc.GCC(4, 7, kernel="sobolev2", worker_points="systematic"),
+                                  lambda: gencc.LeTCC(4, 7, worker_points="systematic"),
+                                  lambda: gencc.LCC(4, 9, degree=2, worker_points="systematic")])
+def test_systematic_recovers_missing_inputs_of_simple_f(make):
+    s = make()
+    K = s.n_inputs
+    if isinstance(s, gencc.LCC):  # polynomial f of the degree: any data
+        X = RNG.normal(size=(K, 3))
+        f = lambda x: 1 + x - 0.5 * x**2
+    else:  # splines reproduce linear functions: data linear in alpha, f affine
+        X = 1.5 + np.outer(s.alpha, [1.0, -2.0, 0.5])
+        f = lambda x: 3 * x - 1
+    Y = f(s.encode(X))
+    ret = np.setdiff1d(np.arange(s.n_workers), [1, 2])
+    d = s.decode_with_info(Y[ret], ret)
+    assert not d.info["exact"][1:3].any()
+    np.testing.assert_allclose(d.estimate, f(X), atol=1e-6)
+
+
+def test_systematic_fast_path_needs_no_outputs_and_keeps_defaults():
+    s = gencc.GCC(4, 6, worker_points="systematic")  # adaptive decoder, yet nothing to decode
+    ret = [5, 3, 1, 0, 2]
+    D = s.decoder_matrix(ret)
+    assert D.shape == (4, 5) and np.all(D.sum(axis=1) == 1) and D[0, 3] == 1 and D[3, 1] == 1
+    assert s.with_params(n_workers=8).systematic and s.with_params(n_workers=8).beta.shape == (8,)
+    lcc = gencc.LCC(4, 9, degree=2, worker_points="systematic")  # needs 7 returns to decode...
+    Y = RNG.normal(size=(9, 2))
+    np.testing.assert_array_equal(lcc.decode(Y[:4], range(4)), Y[:4])  # ...but not to copy
+    with pytest.raises(gencc.InsufficientReturnsError, match="at least 7"):
+        lcc.decode(Y[1:5], range(1, 5))
+    assert not gencc.GCC(4, 6).systematic  # defaults unchanged
+    np.testing.assert_array_equal(gencc.GCC(4, 6).beta, gencc.points.chebyshev2(6))
+
+
+def test_systematic_bad_arguments():
+    with pytest.raises(ValueError, match=r"n_workers must be >= n_inputs = 5 \(at least one worker per input\), got 4"):
+        gencc.GCC(5, 4, worker_points="systematic")
+    with pytest.raises(ValueError, match="n_workers must be >= n_inputs"):
+        gencc.LeTCC(5, 3, worker_points="systematic")
+    with pytest.raises(ValueError, match="not available for Replication"):
+        gencc.Replication(3, 6, worker_points="systematic")
+    with pytest.raises(ValueError, match="worker_points must be one of"):
+        gencc.GCC(3, 6, worker_points="sytematic")

@@ -58,6 +58,16 @@ class Evaluation:
         wrong) for classifiers and ``"cosine"`` (mean cosine similarity of
         decoded and true outputs, missing inputs counted 0) for embeddings.
         ``None`` when no draw decoded.
+
+        Degraded mode (as ParM reports it): ``"exact_share"``, the fraction
+        of the K inputs a draw answered exactly (a returned systematic
+        worker, ``Decoded.info["exact"]``; 0 for non-systematic schemes,
+        whose every input is decoded); ``"degraded_mse"``, the MSE over the
+        inputs of a draw that were decoded rather than answered exactly
+        (draws with none are left out), and for classifiers
+        ``"degraded_accuracy"``, argmax agreement over those inputs (missing
+        ones counted wrong). For a non-systematic scheme ``degraded_mse``
+        equals ``mse``.
     samples : dict of str -> ndarray
         The per-draw values behind each metric.
     draws : int
@@ -172,8 +182,9 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
     rng = rng_from(seed)
     K, N = scheme.n_inputs, scheme.n_workers
     samples = {k: [] for k in ("mse", "rmse", "max_error", "loo_mse")}
+    samples["exact_share"], samples["degraded_mse"] = [], []
     if task == "classification":
-        samples["accuracy"] = []
+        samples["accuracy"], samples["degraded_accuracy"] = [], []
     if task == "embedding":
         samples["cosine"] = []
     truths, failures, missing, answered, n_ret = [], 0, 0, 0, []
@@ -206,8 +217,10 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
             try:
                 dec = scheme.decode_with_info(Y[ret], ret)
                 est, ok, loo = dec.estimate, np.ones(K, dtype=bool), dec.error_estimate
+                exact = np.asarray(dec.info.get("exact", np.zeros(K, dtype=bool)), dtype=bool)
             except MissingOutputsError as exc:
                 est, loo = exc.partial, None
+                exact = np.zeros(K, dtype=bool)
                 ok = np.ones(K, dtype=bool)
                 ok[exc.missing] = False
                 missing += exc.missing.size
@@ -223,12 +236,18 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
                 samples["max_error"].append(float(np.abs(err).max()))
                 if task == "embedding":  # an unanswered input scores 0, as if orthogonal
                     samples["cosine"].append(float(np.sum(cosine_similarity(est[ok], truth[ok]))) / K)
+            samples["exact_share"].append(float(exact.mean()))
+            degraded = ok & ~exact
+            if degraded.any():
+                samples["degraded_mse"].append(float(np.mean((est[degraded] - truth[degraded]) ** 2)))
             if loo is not None and np.isfinite(loo):
                 samples["loo_mse"].append(loo)
             if task == "classification":
                 pred = np.argmax(est.reshape(K, -1), axis=1)
                 agree = (pred == np.argmax(truth.reshape(K, -1), axis=1)) & ok
                 samples["accuracy"].append(float(agree.mean()))
+                if not exact.all():
+                    samples["degraded_accuracy"].append(float(agree[~exact].mean()))
 
     T = np.concatenate(truths)
     var = float(np.mean(T.var(axis=0))) if T.shape[0] > 1 else 0.0

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import check_batch, check_int, check_returned, require_returns
-from ..points import make_points
+from ..points import make_points, systematic_points
 
 __all__ = ["CodingScheme", "Decoded"]
 
@@ -27,7 +27,9 @@ class Decoded:
     info : dict
         Scheme-specific facts, e.g. the kernel and ridge chosen and
         ``"loo_mse"`` (or ``"error_estimate"``), the decoder's own estimate of
-        its mean squared error.
+        its mean squared error. A systematic scheme adds ``"exact"``, a boolean
+        mask of shape (K,): the inputs answered by their own returned worker,
+        copied as is.
     """
 
     estimate: np.ndarray
@@ -55,10 +57,25 @@ class CodingScheme:
     data_points : str or array_like, shape (K,)
         The points alpha_k on [-1, 1].
     worker_points : str or array_like, shape (N,)
-        The points beta_n on [-1, 1].
+        The points beta_n on [-1, 1], or ``"systematic"``: worker k < K sits
+        on alpha_k and computes f(x_k) itself; workers K..N-1 are parities
+        placed by :func:`gencc.points.systematic_points` (needs N >= K).
+
+    Notes
+    -----
+    A systematic scheme (``worker_points="systematic"``) sends x_k unchanged
+    to worker k for k < K (those rows of the encoder matrix are unit
+    vectors, whatever the encoder's ridge) and the scheme's own encoding to
+    the parity workers. The decoder returns the output of every returned
+    systematic worker as is and decodes only the inputs whose systematic
+    worker is missing; ``Decoded.info["exact"]``, a boolean mask of shape
+    (K,), says which inputs were answered exactly. When every systematic
+    worker returns, no decoding is done at all.
     """
 
     name = "scheme"
+    # whether the worker points carry the code (False for replication/uncoded)
+    _supports_systematic = True
 
     def __init__(self, n_inputs, n_workers, *, data_points="chebyshev1", worker_points="chebyshev2"):
         self.n_inputs = check_int(n_inputs, "n_inputs")
@@ -69,8 +86,18 @@ class CodingScheme:
         self.data_points = data_points
         self.worker_points = worker_points
         self.alpha = make_points(data_points, self.n_inputs, "data_points")
-        self.beta = make_points(worker_points, self.n_workers, "worker_points")
+        if isinstance(worker_points, str) and worker_points == "systematic":
+            if not self._supports_systematic:
+                raise ValueError(f"worker_points='systematic' is not available for {type(self).__name__}")
+            self.beta = systematic_points(self.alpha, self.n_workers)
+        else:
+            self.beta = make_points(worker_points, self.n_workers, "worker_points")
         self._E = None
+
+    @property
+    def systematic(self) -> bool:
+        """Whether workers 0..K-1 compute f(x_k) on the inputs themselves."""
+        return isinstance(self.worker_points, str) and self.worker_points == "systematic"
 
     # -- parameters ---------------------------------------------------------
     @classmethod
@@ -131,17 +158,26 @@ class CodingScheme:
         -------
         bool
         """
-        return len(set(returned)) >= self.trusted_returns
+        returned = set(int(n) for n in returned)
+        return len(returned) >= self.trusted_returns or self._all_systematic(returned)
 
     def is_complete(self, returned) -> bool:
-        """Whether more returns than ``returned`` could not improve the decode."""
-        return len(set(returned)) >= self.n_workers
+        """Whether more returns than ``returned`` could not improve the decode:
+        all N are in, or, for a systematic code, every systematic worker."""
+        returned = set(int(n) for n in returned)
+        return len(returned) >= self.n_workers or self._all_systematic(returned)
+
+    def _all_systematic(self, returned: set) -> bool:
+        return self.systematic and all(k in returned for k in range(self.n_inputs))
 
     # -- encoding -----------------------------------------------------------
     def encoder_matrix(self) -> np.ndarray:
         """The linear encoder: coded = E @ X, shape (N, K)."""
         if self._E is None:
-            self._E = self._encoder_matrix()
+            E = np.array(self._encoder_matrix(), dtype=np.float64)
+            if self.systematic:  # x_k itself, not a (possibly smoothed) u_enc(alpha_k)
+                E[: self.n_inputs] = np.eye(self.n_inputs)
+            self._E = E
             self._E.setflags(write=False)
         return self._E
 
@@ -163,7 +199,8 @@ class CodingScheme:
     # -- decoding -----------------------------------------------------------
     def _prepare(self, Y, returned):
         idx = check_returned(returned, self.n_workers)
-        require_returns(idx.size, self.min_returns, type(self).__name__)
+        if not (self.systematic and np.count_nonzero(idx < self.n_inputs) == self.n_inputs):
+            require_returns(idx.size, self.min_returns, type(self).__name__)  # else nothing to decode
         Y2 = shape = None
         if Y is not None:
             Y2, shape = check_batch(Y, "Y", idx.size)
@@ -186,8 +223,21 @@ class CodingScheme:
             ``estimate`` has shape (K, *out_shape).
         """
         idx, order, Y2, shape = self._prepare(Y, returned)
-        est, info = self._decode_sorted(idx[order], Y2[order])
-        return Decoded(est.reshape((self.n_inputs, *shape)), info)
+        if not self.systematic:
+            est, info = self._decode_sorted(idx[order], Y2[order])
+            return Decoded(est.reshape((self.n_inputs, *shape)), info)
+        K = self.n_inputs
+        sys_ret = idx < K
+        exact = np.zeros(K, dtype=bool)
+        exact[idx[sys_ret]] = True
+        if exact.all():  # every systematic worker returned: nothing to decode
+            est, info = np.empty((K, Y2.shape[1])), {"error_estimate": 0.0}
+        else:
+            est, info = self._decode_sorted(idx[order], Y2[order])
+            est = np.array(est, dtype=np.float64).reshape(K, -1)
+        est[idx[sys_ret]] = Y2[sys_ret]  # the exact outputs, not the decoder's smoothed ones
+        info["exact"] = exact
+        return Decoded(est.reshape((K, *shape)), info)
 
     def decode(self, Y, returned) -> np.ndarray:
         """Estimate f(x_1..x_K) from the returned workers' outputs.
@@ -218,9 +268,16 @@ class CodingScheme:
             Columns in the order of ``returned``.
         """
         idx, order, Y2, _ = self._prepare(Y, returned)
-        D_sorted = self._decoder_matrix_sorted(idx[order], None if Y2 is None else Y2[order])
-        D = np.empty_like(D_sorted)
-        D[:, order] = D_sorted
+        K = self.n_inputs
+        sys_cols = np.flatnonzero(idx < K) if self.systematic else np.empty(0, dtype=int)
+        if sys_cols.size == K:
+            D = np.zeros((K, idx.size))
+        else:
+            D_sorted = self._decoder_matrix_sorted(idx[order], None if Y2 is None else Y2[order])
+            D = np.empty_like(D_sorted)
+            D[:, order] = D_sorted
+        D[idx[sys_cols]] = 0.0
+        D[idx[sys_cols], sys_cols] = 1.0
         return D
 
     def _decode_sorted(self, idx, Y2):

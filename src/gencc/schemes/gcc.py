@@ -53,7 +53,11 @@ class GCC(CodingScheme):
     criterion : {"loo", "gcv"}, default "loo"
         What the automatic selection minimises.
     data_points, worker_points : str or array_like
-        See :class:`~gencc.schemes.base.CodingScheme`.
+        See :class:`~gencc.schemes.base.CodingScheme`. ``worker_points=
+        "systematic"`` makes a systematic code: workers 0..K-1 compute
+        f(x_k) and are returned as is; workers K..N-1 are parities at
+        :func:`gencc.points.parity_points`, used only to decode the inputs
+        whose systematic worker straggled.
 
     Notes
     -----
@@ -82,6 +86,12 @@ class GCC(CodingScheme):
     ----------
     .. [1] P. Moradi, H. Akbarinodehi, M. A. Maddah-Ali, "General Coded
        Computing: Adversarial Settings", 2025.
+
+    A systematic GCC trades: for x sin x (d = 4) and a random 784-64-10 tanh
+    MLP at (K, N) from (4, 5) to (8, 16) and random stragglers, the inputs it
+    decodes had 1.1-10x the MSE of the default GCC's inputs, while the MSE
+    over all K inputs was 1.6-4.3x lower for x sin x and 0.95-2x the default's
+    for the MLP (``scripts/systematic_placement.py``).
 
     Examples
     --------
@@ -180,6 +190,8 @@ class LeTCC(GCC):
     lam_dec : float, default 1e-6
         Decoder smoothing parameter (objective normalised by 1/|F|).
     data_points, worker_points : str or array_like
+        As for :class:`GCC`, ``"systematic"`` included (the systematic
+        workers get x_k itself, not the smoothed u_enc(alpha_k)).
 
     Notes
     -----

@@ -62,7 +62,7 @@ class LCC(CodingScheme):
 
     def is_complete(self, returned) -> bool:
         """True at the recovery threshold: the decode is already exact."""
-        return len(set(returned)) >= self.min_returns
+        return super().is_complete(returned) or len(set(returned)) >= self.min_returns
 
     def _encoder_matrix(self):
         return barycentric_matrix(self.alpha, lagrange_weights(self.alpha), self.beta)

@@ -38,6 +38,7 @@ class Replication(CodingScheme):
     """
 
     name = "replication"
+    _supports_systematic = False  # already sends x_k itself: its worker points carry no code
 
     def __init__(self, n_inputs, n_workers, *, data_points="chebyshev1", worker_points="chebyshev2"):
         n_inputs = check_int(n_inputs, "n_inputs")
