@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "BatchFailedError",
+    "InjectedError",
     "InvalidInputError",
     "InsufficientReturnsError",
     "MissingOutputsError",
@@ -95,3 +96,7 @@ class InvalidInputError(ValueError):
     def __init__(self, message: str, *, index: int):
         super().__init__(message)
         self.index = index
+
+
+class InjectedError(RuntimeError):
+    """The error an injected ``"error"`` fault raises on a worker (experiments only)."""

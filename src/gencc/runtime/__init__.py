@@ -1,6 +1,18 @@
-"""The runtime: coded execution on real workers (local processes or Ray actors)."""
+"""The runtime: coded execution on real workers (local processes or Ray actors).
 
-from .executor import BatchFailedError, BatchResult, CodedExecutor
+``executor`` runs batches and moves events; ``gather`` decides, as a pure
+function, when a batch is decoded or failed; ``backend`` is the contract a
+pool of workers keeps, implemented by ``local`` (processes) and
+``ray_backend`` (actors); ``events`` names what crosses between them;
+``faults`` injects stragglers and faults, the same way on both.
+"""
+
+from ..errors import BatchFailedError, InvalidInputError
+from .backend import Backend
+from .batch import BatchResult
+from .executor import CodedExecutor
 from .faults import FAULT_KINDS, Faults, TaskFault
+from .gather import GatherPolicy, GatherState, decide
 
-__all__ = ["CodedExecutor", "BatchResult", "BatchFailedError", "Faults", "TaskFault", "FAULT_KINDS"]
+__all__ = ["CodedExecutor", "BatchResult", "BatchFailedError", "InvalidInputError", "Faults", "TaskFault",
+           "FAULT_KINDS", "Backend", "GatherPolicy", "GatherState", "decide"]

@@ -26,7 +26,7 @@ from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import ON_INSUFFICIENT, GatherPolicy, GatherState, decide
 
-__all__ = ["CodedExecutor", "BatchResult", "BatchFailedError"]
+__all__ = ["CodedExecutor"]
 
 log = logging.getLogger("gencc.runtime")
 
@@ -114,6 +114,14 @@ class CodedExecutor:
         Batches ``map`` keeps in flight.
     backend_options : dict, optional
         Passed to the backend (e.g. ``threads``, ``preload``, ``address`` for Ray).
+
+    Attributes
+    ----------
+    stats : collections.Counter
+        Batches answered and failed, erasures, crashes, hangs, re-dispatches
+        and late results.
+    returned_counts : collections.Counter
+        For each answered batch, how many usable results it was decoded from.
 
     Notes
     -----

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import check_probability
+from ..errors import InjectedError
 from ..stragglers import LatencyModel
 
 __all__ = ["Faults", "TaskFault", "FAULT_KINDS", "InjectedError", "run_faulty", "apply_output_fault"]
@@ -89,10 +90,6 @@ class Faults:
                 kind = fixed
             out.append(TaskFault(delay, kind))
         return out
-
-
-class InjectedError(RuntimeError):
-    """The error an ``"error"`` fault raises on a worker."""
 
 
 CRASH_EXIT_CODE = 17

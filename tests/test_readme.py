@@ -1,0 +1,27 @@
+"""The README's runtime example runs as written and finishes."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.mark.timeout(300)
+def test_readme_fault_injection_example_runs_and_finishes(tmp_path):
+    pytest.importorskip("torch")
+    text = README.read_text()
+    block = re.search(r"<!-- runtime-example -->\n```python\n(.*?)```", text, re.S).group(1)
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    m = re.search(r"(\d+) of 200 inputs answered, argmax agreement with f ([0-9.]+)", out.stdout)
+    assert m, out.stdout
+    assert int(m.group(1)) >= 150 and float(m.group(2)) >= 0.8
