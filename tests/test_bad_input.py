@@ -46,6 +46,8 @@ def test_encode_shape_and_values(scheme):
         scheme.encode(3.0)
     with pytest.raises(TypeError, match="X must be a numeric array"):
         scheme.encode([["a", "b"]] * 3)
+    with pytest.raises(TypeError, match="X must be real; got a complex array"):
+        scheme.encode(np.zeros((3, 2)) + 1j)  # its imaginary part used to be dropped with a warning
 
 
 def test_decode_checks_returned_and_outputs(scheme):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gencc
+from gencc.experiments.chaos import process_alive as _alive
 from gencc.runtime import BatchFailedError, CodedExecutor, Faults
 
 MODEL = "_models:xsinx"
@@ -24,18 +25,6 @@ def _opts(backend):
         pytest.importorskip("ray")
         return {}
     return {"preload": ("gencc.runtime.worker", "_models")}
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead too
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture(autouse=True)
