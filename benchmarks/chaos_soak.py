@@ -9,7 +9,8 @@ hang_timeout 1 s). Faults from inside, per task: crash 0.2%, hang 0.2%, error
 SIGKILL or SIGSTOP of a random worker every 2 s on average; and 0.2% bad
 inputs (NaN, or another shape). Reported per backend: inputs, answers,
 explicit errors, lost inputs (must be 0), bad inputs rejected one by one,
-argmax disagreement with f against the scheme's healthy rate, the fewest
+argmax disagreement with f against the scheme's rate with no fault (from
+n_wait returns, and from as many returns as the run's batches had), the fewest
 returns any answer was decoded from (must be >= K), processes left after
 shutdown (must be 0), the master's memory along the run, and wall time
 against the stated bound. Writes ``chaos.json``, ``chaos.csv`` and
@@ -31,7 +32,7 @@ from gencc.schemes import GCC  # noqa: E402
 from gencc.workloads import WorkloadFactory, get  # noqa: E402
 
 COLUMNS = ["backend", "inputs", "answers", "errors", "lost", "bad_inputs", "bad_inputs_rejected",
-           "disagreement_rate", "healthy_disagreement_rate", "fewest_returns", "trusted_returns", "crashes",
+           "disagreement_rate", "healthy_disagreement_rate", "same_returns_disagreement_rate", "fewest_returns", "trusted_returns", "crashes",
            "hangs", "failed_batches", "sigkill", "sigstop", "seconds", "bound_s", "finished", "pids_seen",
            "pids_left", "rss_first_mb", "rss_last_mb"]
 
@@ -60,6 +61,7 @@ def main(argv=None):
                      "seconds": round(r.seconds, 1),
                      "disagreement_rate": round(r.disagreement_rate, 4),
                      "healthy_disagreement_rate": round(r.healthy_disagreement_rate, 4),
+                     "same_returns_disagreement_rate": round(r.same_returns_disagreement_rate, 4),
                      "rss_first_mb": float(np.mean(r.rss_mb[: max(1, len(r.rss_mb) // 4)])),
                      "rss_last_mb": float(np.mean(r.rss_mb[-max(1, len(r.rss_mb) // 4):]))})
     print(format_table(rows, COLUMNS, title=f"chaos soak: {args.workload}, {scheme!r}"))

@@ -190,3 +190,19 @@ def test_short_chaos_soak_accounts_for_every_input(backend):
     assert r.fewest_returns >= r.trusted_returns == 4
     assert r.stats.get("crashes", 0) + r.stats.get("hangs", 0) > 0 and sum(r.signals.values()) > 0
     assert r.pids_left == 0 and r.pids_seen > 12
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.ray)])
+@pytest.mark.timeout(120)
+def test_a_hung_worker_is_restarted_while_batches_keep_finishing_without_it(backend):
+    """Defect 2, on both backends: finished batches cancel the hung task, which must not hide the hang."""
+    scheme = gencc.GCC(3, 6)
+    with CodedExecutor(MODEL, scheme, backend, n_wait=5, timeout=20, hang_timeout=1.0,
+                       faults=Faults(workers={2: "hang"}), backend_options=_opts(backend)) as ex:
+        end = time.monotonic() + 30
+        n = 0
+        while not ex.backend.restarts[2] and time.monotonic() < end:
+            res = ex.submit(RNG.uniform(-1, 1, size=(3, 2))).result(timeout=30)
+            assert 2 not in res.returned
+            n += 1
+        assert ex.backend.restarts[2] >= 1 and ex.stats["hangs"] >= 1 and n > 3

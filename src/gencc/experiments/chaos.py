@@ -43,6 +43,10 @@ class ChaosReport:
     healthy_disagreement_rate : float
         The same rate for the scheme decoding from ``n_wait`` random returns
         in-process, with no fault: what the code does when all is well.
+    same_returns_disagreement_rate : float
+        The same again, with returned sets as large as the run's answered
+        batches had (``returned_counts``): what the code does from that many
+        workers. Above it, the runtime itself would be at fault.
     fewest_returns, trusted_returns : int
         Fewest usable results any answered batch was decoded from, and the
         scheme's documented minimum.
@@ -72,6 +76,8 @@ class ChaosReport:
     disagreements: int = 0
     disagreement_rate: float = float("nan")
     healthy_disagreement_rate: float = float("nan")
+    same_returns_disagreement_rate: float = float("nan")
+    returned_counts: dict = field(default_factory=dict)
     fewest_returns: int = 0
     trusted_returns: int = 0
     signals: dict = field(default_factory=dict)
@@ -114,12 +120,18 @@ def _disagrees(y, ref, task) -> bool:
     return float(np.linalg.norm(y - ref)) > 0.1 * max(float(np.linalg.norm(ref)), 1e-12)
 
 
-def _healthy_rate(scheme, f, X, n_wait, task, rng) -> float:
+def _healthy_rate(scheme, f, X, counts, task, rng) -> float:
+    """Disagreement of in-process decodes from random returned sets whose sizes
+    are drawn from ``counts`` (size -> weight), with no fault at all."""
     K, N = scheme.n_inputs, scheme.n_workers
+    sizes = np.array(sorted(counts), dtype=np.int64)
+    if sizes.size == 0:
+        return float("nan")
+    weights = np.array([counts[n] for n in sizes], dtype=np.float64)
     wrong = total = 0
     for start in range(0, X.shape[0] - K + 1, K):
         batch = X[start:start + K]
-        returned = np.sort(rng.choice(N, size=n_wait, replace=False))
+        returned = np.sort(rng.choice(N, size=int(rng.choice(sizes, p=weights / weights.sum())), replace=False))
         est = scheme.decode(f(scheme.encode(batch))[returned], returned)
         ref = f(batch)
         wrong += sum(_disagrees(est[k], ref[k], task) for k in range(K))
@@ -188,7 +200,8 @@ def chaos_soak(model, f, scheme, X, *, task="classification", backend="local", n
     bound_s = 60.0 + 0.05 * n_inputs if bound_s is None else bound_s
     report = ChaosReport(backend=backend, scheme=repr(scheme), inputs=n_inputs, bad_inputs=int(bad.sum()),
                          bound_s=bound_s, trusted_returns=scheme.trusted_returns)
-    report.healthy_disagreement_rate = _healthy_rate(scheme, f, X[: min(X.shape[0], 400 * K)], n_wait, task,
+    sample = X[: min(X.shape[0], 400 * K)]
+    report.healthy_disagreement_rate = _healthy_rate(scheme, f, sample, {n_wait: 1}, task,
                                                      np.random.default_rng(seed))
     refs = f(X)
     seen, signals = set(), Counter()
@@ -247,6 +260,9 @@ def chaos_soak(model, f, scheme, X, *, task="classification", backend="local", n
         seen.update(getattr(ex.backend, "pid_history", ()))
         report.stats = dict(ex.stats)
         report.fewest_returns = min(ex.returned_counts) if ex.returned_counts else 0
+        report.returned_counts = {int(n): int(c) for n, c in sorted(ex.returned_counts.items())}
+    report.same_returns_disagreement_rate = _healthy_rate(scheme, f, sample, report.returned_counts, task,
+                                                          np.random.default_rng(seed))
     report.errors = sum(errors.values())
     report.error_types = dict(errors)
     report.lost = report.inputs - report.answers - report.errors

@@ -77,7 +77,6 @@ class RayBackend:
         self._generation = [0] * n_workers
         self._refs = {}  # ObjectRef -> (worker, generation, batch, slot)
         self._ready_refs = {}  # ObjectRef -> (worker, generation)
-        self._cancelled = []  # TaskCancelled events to report at the next poll
         self.pids = [None] * n_workers
         self.pid_history: list[int] = []  # every actor process seen, for leak checks
         self._restarts = [0] * n_workers
@@ -111,20 +110,21 @@ class RayBackend:
         return True
 
     def cancel(self, w, batch):
-        for ref, (rw, gen, rb, slot) in list(self._refs.items()):
+        """Ask Ray to cancel the batch's tasks on actor w. Each still ends in an
+        event when Ray settles it; a hung actor never settles it, so its task
+        stays the oldest and the executor's hang timer sees it."""
+        for ref, (rw, gen, rb, slot) in self._refs.items():
             if rw == w and rb == batch:
-                del self._refs[ref]
                 self._ray.cancel(ref)
-                self._cancelled.append(TaskCancelled(w, batch, slot))
 
     def poll(self, timeout: float) -> list:
         ray = self._ray
-        events, self._cancelled = self._cancelled, []
+        events = []
         refs = list(self._refs) + list(self._ready_refs)
         if not refs:
             time.sleep(timeout)
             return events
-        ready, _ = ray.wait(refs, num_returns=1, timeout=0 if events else timeout)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
         if ready:
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in ready:
@@ -151,7 +151,7 @@ class RayBackend:
                 self._generation[w] += 1  # drop the rest of the dead actor's tasks: the executor erases them
                 events.append(WorkerDied(w, f"actor died: {type(exc).__name__}"))
             except ray.exceptions.TaskCancelledError:
-                continue
+                events.append(TaskCancelled(w, batch, slot))
             except Exception as exc:  # the task raised: an erasure
                 events.append(TaskError(w, batch, slot, f"{type(exc).__name__}: {str(exc)[:200]}"))
         return events
