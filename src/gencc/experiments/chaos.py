@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, MissingOutputsError
 from ..runtime import CodedExecutor, Faults
 
 __all__ = ["ChaosReport", "chaos_soak", "process_alive"]
@@ -132,10 +132,13 @@ def _healthy_rate(scheme, f, X, counts, task, rng) -> float:
     for start in range(0, X.shape[0] - K + 1, K):
         batch = X[start:start + K]
         returned = np.sort(rng.choice(N, size=int(rng.choice(sizes, p=weights / weights.sum())), replace=False))
-        est = scheme.decode(f(scheme.encode(batch))[returned], returned)
+        try:
+            est, answered = scheme.decode(f(scheme.encode(batch))[returned], returned), range(K)
+        except MissingOutputsError as exc:  # replication: inputs with no copy are not answers
+            est, answered = exc.partial, [k for k in range(K) if k not in set(exc.missing.tolist())]
         ref = f(batch)
-        wrong += sum(_disagrees(est[k], ref[k], task) for k in range(K))
-        total += K
+        wrong += sum(_disagrees(est[k], ref[k], task) for k in answered)
+        total += len(answered)
     return wrong / max(total, 1)
 
 
