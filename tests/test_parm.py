@@ -138,3 +138,54 @@ def test_evaluate_counts_inputs_lost_to_two_stragglers():
     X = rng.normal(size=(50, 6))
     ev = gencc.evaluate(linear, gencc.ParM(3), X, st.RandomStragglers(2), rounds=10, seed=0)
     assert ev.failures == 0 and 1 / 3 <= ev.missing_rate <= 2 / 3  # one or two of 3 lost per draw
+
+
+# -- committed parity models ---------------------------------------------------
+PARITY = [(name, k) for name in ("lenet5", "convnet") for k in (2, 3, 4)]
+
+
+@pytest.mark.parametrize("name, k", PARITY)
+def test_parity_checkpoints_reproduce_their_degraded_accuracy(name, k):
+    pytest.importorskip("torch")
+    import json
+
+    from gencc import workloads
+    from gencc.workloads import parity
+
+    path = parity.checkpoint_path(name, k)
+    assert path.stat().st_size < 1_000_000
+    record = json.loads(parity.checkpoint_path(name, k, ".json").read_text())
+    w = workloads.get(name)
+    fp = parity.parity_model(name, k)
+    assert repr(fp) == f"parity_model({name!r}, k={k})"
+    Y = fp(w.X[:3])
+    assert Y.shape == (3, 10) and Y.dtype == np.float64
+    got = parity.degraded_agreement(w.f, fp, w.X, k, n_tuples=parity.CHECK_TUPLES)
+    assert got["agreement"] == pytest.approx(record["check_agreement"], abs=0.01)  # same tuples
+    assert got["agreement"] == pytest.approx(record["degraded_agreement"], abs=0.08)  # a sample of them
+    # training is what makes the parity useful: f on the sum is far worse
+    assert record["degraded_agreement"] > record["baseline_agreement"] + 0.2
+
+
+def test_parm_for_workload_in_the_harness():
+    pytest.importorskip("torch")
+    from gencc import workloads
+
+    w = workloads.get("lenet5")
+    s = gencc.ParM.for_workload("lenet5", 2)
+    assert s.n_workers == 3 and repr(s) == "ParM(n_inputs=2, parity_model=parity_model('lenet5', k=2))"
+    trained = gencc.evaluate(w.f, s, w.X, st.RandomStragglers(1), rounds=60, seed=0, task="classification")
+    plain = gencc.evaluate(w.f, gencc.ParM(2), w.X, st.RandomStragglers(1), rounds=60, seed=0,
+                           task="classification")
+    assert trained.failures == 0 and trained.missing_rate == 0
+    assert trained.mean("degraded_accuracy") > plain.mean("degraded_accuracy") + 0.1
+
+
+def test_parity_model_bad_arguments():
+    pytest.importorskip("torch")
+    from gencc.workloads.parity import parity_model
+
+    with pytest.raises(ValueError, match="name must be a base model with parity models"):
+        parity_model("vit", 2)
+    with pytest.raises(ValueError, match="k must be one of"):
+        parity_model("lenet5", 7)
