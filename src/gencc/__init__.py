@@ -11,7 +11,8 @@ import logging
 from . import kernels, points, stragglers
 from .errors import IllConditionedWarning, InsufficientReturnsError, MissingOutputsError
 from .evaluate import Evaluation, evaluate
-from .schemes import BACC, GCC, LCC, SCHEMES, CodingScheme, Decoded, LeTCC, Replication, Uncoded, make_scheme
+from .schemes import (BACC, GCC, LCC, SCHEMES, CodingScheme, Decoded, LeTCC, ParM, Replication, Uncoded,
+                      make_scheme)
 from .tuning import tune
 
 __version__ = "0.1.0"
@@ -19,7 +20,7 @@ __version__ = "0.1.0"
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
-    "GCC", "LeTCC", "BACC", "LCC", "Replication", "Uncoded", "CodingScheme", "Decoded", "SCHEMES",
+    "GCC", "LeTCC", "BACC", "LCC", "ParM", "Replication", "Uncoded", "CodingScheme", "Decoded", "SCHEMES",
     "make_scheme", "evaluate", "Evaluation", "tune", "kernels", "points", "stragglers",
     "InsufficientReturnsError", "MissingOutputsError", "IllConditionedWarning", "__version__",
 ]

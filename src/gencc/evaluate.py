@@ -12,7 +12,7 @@ from .errors import InsufficientReturnsError, MissingOutputsError
 from .schemes.base import CodingScheme
 from .stragglers import StragglerModel
 
-__all__ = ["evaluate", "Evaluation", "Summary", "apply_batch", "cosine_similarity", "TASKS"]
+__all__ = ["evaluate", "Evaluation", "Summary", "apply_batch", "apply_workers", "cosine_similarity", "TASKS"]
 
 TASKS = ("regression", "classification", "embedding")
 # what an adversary scores per input left with no answer: far above any error
@@ -113,6 +113,45 @@ def apply_batch(f, X, name: str, n_rows: int) -> np.ndarray:
     return Y
 
 
+def apply_workers(f, scheme: CodingScheme, coded) -> np.ndarray:
+    """What the N workers return: worker n's function on coded row n.
+
+    Worker n computes ``scheme.worker_function(n, f)`` (f itself except for
+    ParM's parity worker). Workers that share a function are run as one
+    vectorised call, so for most schemes f is called once on all N rows.
+
+    Parameters
+    ----------
+    f : callable
+        Vectorised: (n, *in_shape) -> (n, *out_shape).
+    scheme : CodingScheme
+    coded : ndarray, shape (N, *in_shape)
+        ``scheme.encode(X)``.
+
+    Returns
+    -------
+    Y : ndarray, shape (N, *out_shape), float64
+    """
+    N = scheme.n_workers
+    groups: dict[int, tuple] = {}
+    for n in range(N):
+        fn = scheme.worker_function(n, f)
+        groups.setdefault(id(fn), (fn, []))[1].append(n)
+    if len(groups) == 1:
+        return apply_batch(next(iter(groups.values()))[0], coded, "coded inputs", N)
+    Y = None
+    for fn, rows in groups.values():
+        part = apply_batch(fn, coded[rows], "coded inputs" if fn is f else "coded inputs (worker function)",
+                           len(rows))
+        if Y is None:
+            Y = np.empty((N, *part.shape[1:]))
+        elif part.shape[1:] != Y.shape[1:]:
+            raise ValueError(f"the worker functions disagree on the output shape: {part.shape[1:]} for workers "
+                             f"{rows}, {Y.shape[1:]} for others")
+        Y[rows] = part
+    return Y
+
+
 def _scarcity(info) -> float:
     # Replication is exact until an input's last copy is gone: scoring inputs
     # with few copies left lets a greedy adversary find the inputs to erase.
@@ -199,7 +238,7 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
         Xb = Xa[batch]
         truth = apply_batch(f, Xb, "data inputs", K)
         truths.append(truth.reshape(K, -1))
-        Y = apply_batch(f, scheme.encode(Xb), "coded inputs", N)
+        Y = apply_workers(f, scheme, scheme.encode(Xb))
 
         def error(ret, Y=Y, truth=truth):
             try:

@@ -4,6 +4,7 @@ from .base import CodingScheme, Decoded
 from .bacc import BACC
 from .gcc import GCC, LeTCC
 from .lcc import LCC
+from .parm import ParM
 from .replication import Replication, Uncoded
 
 SCHEMES = {cls.name: cls for cls in (GCC, LeTCC, BACC, LCC, Replication, Uncoded)}
@@ -19,5 +20,5 @@ def make_scheme(name: str, n_inputs: int, n_workers: int, **params) -> CodingSch
     return cls(n_inputs=n_inputs, n_workers=n_workers, **params)
 
 
-__all__ = ["CodingScheme", "Decoded", "GCC", "LeTCC", "BACC", "LCC", "Replication", "Uncoded",
+__all__ = ["CodingScheme", "Decoded", "GCC", "LeTCC", "BACC", "LCC", "ParM", "Replication", "Uncoded",
            "SCHEMES", "make_scheme"]

@@ -170,6 +170,33 @@ class CodingScheme:
     def _all_systematic(self, returned: set) -> bool:
         return self.systematic and all(k in returned for k in range(self.n_inputs))
 
+    # -- what each worker computes ------------------------------------------
+    def worker_function(self, n, f):
+        """The function worker ``n`` applies to its coded input.
+
+        Parameters
+        ----------
+        n : int
+            Worker index in [0, N).
+        f : callable
+            The function being computed, vectorised.
+
+        Returns
+        -------
+        callable
+            ``f`` itself for every scheme here except :class:`~gencc.ParM`,
+            whose parity worker runs its parity model.
+
+        Notes
+        -----
+        :func:`gencc.evaluate` honours this hook; the runtime
+        (:mod:`gencc.runtime`) does not yet and runs f on every worker.
+        """
+        n = check_int(n, "n", minimum=0)
+        if n >= self.n_workers:
+            raise ValueError(f"n must index a worker in [0, {self.n_workers}), got {n}")
+        return f
+
     # -- encoding -----------------------------------------------------------
     def encoder_matrix(self) -> np.ndarray:
         """The linear encoder: coded = E @ X, shape (N, K)."""
