@@ -27,7 +27,11 @@ scores every decoder on the SAME outputs and returned sets:
                  (a finer, wider scale search);
   ``gap_mix3``   the mean of the 3 best grid configurations by gap CV;
   ``gaploo``     gap CV + leave-one-out score summed, over the grid;
-  ``k16_mix3``   the mean of the 3 best of the 16 kernels at lam 1e-8 by gap CV.
+  ``k16_mix3``   the mean of the 3 best of the 16 kernels at lam 1e-8 by gap CV;
+  ``k13_mix3``   the same without matern12;
+  ``w16_mix3``   k16_mix3 copying only holes wider than 1.5x the spacing next
+                 to them (``hole_blocks(wide=1.5)``), leave-one-out when none;
+  ``w13_mix3``   the same without matern12.
 
 Straggler models: ``random`` (S = max(1, min(N - K, round(N/4)))),
 ``bernoulli`` (p = 0.2; draws leaving fewer than K returns are redrawn) and
@@ -83,6 +87,9 @@ SELECTORS = {  # name: (configs allowed, criterion, how many to average)
     "gap_mix3": (ORACLE, "gap", 3),
     "gaploo": (ORACLE, "gaploo", 1),
     "k16_mix3": (ORACLE & _mask(lambda k, s, lam: lam == 1e-8), "gap", 3),
+    "k13_mix3": (ORACLE & _mask(lambda k, s, lam: lam == 1e-8 and k != "matern12"), "gap", 3),
+    "w16_mix3": (ORACLE & _mask(lambda k, s, lam: lam == 1e-8), "gapw", 3),
+    "w13_mix3": (ORACLE & _mask(lambda k, s, lam: lam == 1e-8 and k != "matern12"), "gapw", 3),
 }
 
 
@@ -131,19 +138,23 @@ def run_setting(wl, kind, K, N, rounds):
         Yc = np.concatenate([outs[r][ret] for r in rs], axis=1)  # (n, len(rs) * m)
         Tc = np.concatenate([truths[r] for r in rs], axis=1)
         blocks = hole_blocks(t, alpha)
+        wblocks = hole_blocks(t, alpha, wide=1.5)
+        nb = len(blocks)
         r_idx = np.searchsorted(t, alpha)
         near = np.unique(np.clip(np.concatenate([r_idx - 1, r_idx]), 0, t.size - 1))
         preds = np.empty((n_cfg, K, Yc.shape[1]))
-        score = {c: np.empty((n_cfg, len(rs))) for c in ("loo", "gap", "near")}
+        score = {c: np.empty((n_cfg, len(rs))) for c in ("loo", "gap", "near", "gapw")}
         ci = 0
         for name, s in ALL_KERNELS:
-            for row in ridge_path(t, Yc, make_kernel(name, s), LAMS, targets=alpha, blocks=blocks):
+            for row in ridge_path(t, Yc, make_kernel(name, s), LAMS, targets=alpha, blocks=blocks + wblocks):
                 loo = (row["c"] / row["a"][:, None]) ** 2
                 preds[ci] = row["pred"]
                 score["loo"][ci] = loo.reshape(t.size, len(rs), m).mean(axis=(0, 2))
                 score["near"][ci] = loo[near].reshape(near.size, len(rs), m).mean(axis=(0, 2))
-                gap = row["block"] ** 2 if blocks else loo
+                gap = row["block"][:nb] ** 2 if blocks else loo
                 score["gap"][ci] = gap.reshape(gap.shape[0], len(rs), m).mean(axis=(0, 2))
+                gap = row["block"][nb:] ** 2 if wblocks else loo
+                score["gapw"][ci] = gap.reshape(gap.shape[0], len(rs), m).mean(axis=(0, 2))
                 ci += 1
         assert ci == n_cfg
         score["gaploo"] = score["gap"] + score["loo"]

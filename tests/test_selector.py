@@ -29,6 +29,16 @@ def test_block_residuals_match_refits():
             np.testing.assert_allclose(res, Y[j] - fit.predict(t[j : j + 1])[0], atol=1e-7)
 
 
+def test_hole_blocks_copy_the_real_hole():
+    t = np.linspace(-1, 1, 21)
+    t = t[np.r_[0:8, 13:21]]  # 5 nodes missing around 0
+    blocks = hole_blocks(t, [0.0])
+    assert blocks and all(B.size >= 3 for _, B in blocks)  # the gap the real hole left widens them
+    assert hole_blocks(t, [0.0], wide=1.5)  # that hole is wide ...
+    assert hole_blocks(t, [-0.65], wide=1.5) == []  # ... one between adjacent nodes is not
+    assert [B.tolist() for _, B in hole_blocks(t, [-0.65])] == [[j] for j in (2, 3, 4, 5)]
+
+
 def test_gap_criterion_needs_targets():
     t = np.linspace(-1, 1, 9)
     with pytest.raises(ValueError, match="targets"):

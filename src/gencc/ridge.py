@@ -173,7 +173,7 @@ class KernelRidge:
         return KernelRidge(self.kernel, self.lam).fit(t, np.eye(t.size)).predict(s)
 
 
-def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3) -> list:
+def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float = 0.0) -> list:
     """Leave-block-out sets that copy the holes the decoder has to bridge.
 
     Parameters
@@ -187,6 +187,9 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3) -> list:
         to the target on either side (2: the two nodes bracketing it).
     min_kept : int
         Fewest nodes a block may leave (>= null-space dimension + 1).
+    wide : float
+        Copy only holes wider than ``wide`` times the larger of the two node
+        spacings next to them (0: every hole), i.e. holes left by stragglers.
 
     Returns
     -------
@@ -214,6 +217,10 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3) -> list:
         r = int(np.searchsorted(t, a))  # t[r-1] < a <= t[r]
         dl = a - t[r - 1] if r > 0 else np.inf
         dr = t[r] - a if r < n else np.inf
+        if wide and np.isfinite(dl + dr):
+            near = [t[r - 1] - t[r - 2] if r >= 2 else 0.0, t[r + 1] - t[r] if r + 1 < n else 0.0]
+            if dl + dr <= wide * max(near):
+                continue
         for j in range(r - centres, r + centres):
             if not 0 <= j < n:
                 continue
