@@ -15,7 +15,10 @@ from scipy import linalg
 from .errors import IllConditionedWarning
 from .kernels import Kernel
 
-__all__ = ["KernelRidge", "select_ridge", "RidgeSelection", "DEFAULT_RIDGE_GRID"]
+__all__ = ["KernelRidge", "select_ridge", "RidgeSelection", "DEFAULT_RIDGE_GRID", "hole_blocks", "ridge_path",
+           "CRITERIA"]
+
+CRITERIA = ("loo", "gcv", "gap")
 
 # Relative ridge floor: n*lam is never below this times the mean eigenvalue of
 # the penalised Gram matrix, so a requested lam = 0 is an interpolant up to
@@ -170,6 +173,152 @@ class KernelRidge:
         return KernelRidge(self.kernel, self.lam).fit(t, np.eye(t.size)).predict(s)
 
 
+def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float = 0.0) -> list:
+    """Leave-block-out sets that copy the holes the decoder has to bridge.
+
+    Parameters
+    ----------
+    t : array_like, shape (n,)
+        Returned nodes, sorted ascending.
+    targets : array_like, shape (K,)
+        Points the fit will be evaluated at (the alpha_k).
+    centres : int
+        Held-out centres per target: the ``centres`` returned nodes nearest
+        to the target on either side (2: the two nodes bracketing it).
+    min_kept : int
+        Fewest nodes a block may leave (>= null-space dimension + 1).
+    wide : float
+        Copy only holes wider than ``wide`` times the larger of the two node
+        spacings next to them (0: every hole), i.e. holes left by stragglers.
+
+    Returns
+    -------
+    list of (int, ndarray)
+        ``(j, B)``: predict node j from the nodes outside block B (j in B),
+        without duplicates.
+
+    Notes
+    -----
+    Target a sits in the hole (t_L, t_R) of the returned nodes, at distance
+    ``dl = a - t_L`` from its left and ``dr = t_R - a`` from its right node
+    (infinite when a lies beyond the last node: extrapolation). Moving that
+    hole so that node t_j sits where a sat removes every node strictly
+    inside ``(t_j - dl, t_j + dr)``; predicting y_j from the rest is then a
+    problem of the same shape as predicting f at a, with a known answer.
+    A hole that would reach past an end node is skipped: it would turn an
+    interpolation into a (harder) extrapolation. Leave-one-out is the
+    special case of holes one node wide, which is why it is blind to a gap
+    left by several adjacent stragglers.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    n = t.size
+    out, seen = [], set()
+    for a in np.asarray(targets, dtype=np.float64).reshape(-1):
+        r = int(np.searchsorted(t, a))  # t[r-1] < a <= t[r]
+        dl = a - t[r - 1] if r > 0 else np.inf
+        dr = t[r] - a if r < n else np.inf
+        if wide and np.isfinite(dl + dr):
+            near = [t[r - 1] - t[r - 2] if r >= 2 else 0.0, t[r + 1] - t[r] if r + 1 < n else 0.0]
+            if dl + dr <= wide * max(near):
+                continue
+        for j in range(r - centres, r + centres):
+            if not 0 <= j < n:
+                continue
+            lo, hi = t[j] - dl, t[j] + dr
+            if (np.isfinite(dl) and lo < t[0]) or (np.isfinite(dr) and hi > t[-1]):
+                continue  # an interior hole moved past an end would be an extrapolation
+            B = np.flatnonzero((t > lo) & (t < hi))
+            if j not in B:
+                B = np.union1d(B, [j])
+            key = (j, B.tobytes())
+            if n - B.size < min_kept or key in seen:
+                continue
+            seen.add(key)
+            out.append((j, B))
+    return out
+
+
+def ridge_path(t, Y, kernel: Kernel, lams, *, targets=None, blocks=None, relative: bool = False) -> list:
+    """Fits of one kernel for several ridges from one eigendecomposition.
+
+    Parameters
+    ----------
+    t : array_like, shape (n,)
+    Y : array_like, shape (n, m)
+    kernel : Kernel
+    lams : sequence of float
+        Ridges lam (objective normalised by 1/n); each is raised to the
+        relative floor as in :class:`KernelRidge`.
+    targets : array_like, optional
+        Points to predict at.
+    blocks : list of (int, ndarray), optional
+        Leave-block-out sets from :func:`hole_blocks`.
+    relative : bool
+        Read ``lams`` as values of ``n*lam`` relative to the mean eigenvalue
+        of the penalised Gram matrix (as ``DEFAULT_RIDGE_GRID``).
+
+    Returns
+    -------
+    list of dict, one per ridge
+        ``lam`` (effective), ``c`` (n, m) and ``a`` (n,) as in
+        :class:`KernelRidge` (so ``c / a`` are the leave-one-out residuals),
+        ``pred`` (len(targets), m) when targets are given and ``block``
+        (len(blocks), m), the residual ``y_j - u_{-B}(t_j)`` per block.
+        An empty list when n does not exceed the null-space dimension.
+
+    Notes
+    -----
+    With ``A = Z (Z^T G Z + n lam I)^{-1} Z^T`` the residual is
+    ``y - u(t) = n lam A y`` and ``I - H = n lam A``. Fitting without the
+    block B gives the same function as fitting all n nodes with y_B replaced
+    by the held-out predictions, hence ``y_B - u_{-B}(t_B) = (I - H)_BB^{-1}
+    (y - Hy)_B = A_BB^{-1} c_B``: the factor n lam cancels, as it does in the
+    leave-one-out residual c_i / a_i, which is the 1 x 1 case.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    Y2 = np.asarray(Y, dtype=np.float64).reshape(t.size, -1)
+    n = t.size
+    G = kernel(t, t)
+    Q1, R, Z = _null_space(kernel, t)
+    M0 = G if Z is None else Z.T @ G @ Z
+    if M0.shape[0] == 0:
+        return []
+    sigma, U = np.linalg.eigh((M0 + M0.T) / 2)
+    sigma = np.clip(sigma, 0.0, None)
+    W = U if Z is None else Z @ U
+    WY = W.T @ Y2
+    W2 = W * W
+    mean_eig = max(sigma.mean(), np.finfo(float).tiny)
+    Kt = Vt = None
+    if targets is not None:
+        s = np.asarray(targets, dtype=np.float64).reshape(-1)
+        Kt = kernel(s, t)
+        Vt = np.vander(s, _null_dim(Q1), increasing=True) if Q1 is not None else None
+    out = []
+    for lam in lams:
+        nlam = max(float(lam) * mean_eig if relative else n * float(lam), _RIDGE_FLOOR * mean_eig)
+        g = 1.0 / (sigma + nlam)
+        c = W @ (g[:, None] * WY)
+        row = {"lam": nlam / n, "c": c, "a": W2 @ g}
+        if targets is not None:
+            pred = Kt @ c
+            if Q1 is not None:
+                pred = pred + Vt @ linalg.solve_triangular(R, Q1.T @ (Y2 - G @ c))
+            row["pred"] = pred
+        if blocks:
+            A = (W * g) @ W.T
+            res = np.empty((len(blocks), Y2.shape[1]))
+            for i, (j, B) in enumerate(blocks):
+                k = int(np.flatnonzero(B == j)[0])
+                try:
+                    res[i] = np.linalg.solve(A[np.ix_(B, B)], c[B])[k]
+                except np.linalg.LinAlgError:
+                    res[i] = np.inf
+            row["block"] = res
+        out.append(row)
+    return out
+
+
 @dataclass
 class RidgeSelection:
     """Result of :func:`select_ridge`.
@@ -193,8 +342,9 @@ class RidgeSelection:
     scores: list
 
 
-def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, criterion: str = "loo") -> RidgeSelection:
-    """Choose kernel and ridge by closed-form leave-one-out or GCV error.
+def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, criterion: str = "loo",
+                 targets=None) -> RidgeSelection:
+    """Choose kernel and ridge by closed-form leave-one-out, GCV or hole error.
 
     Parameters
     ----------
@@ -207,11 +357,17 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
     ridge_grid : array_like
         Candidate values of ``n*lam`` relative to the mean eigenvalue of the
         penalised Gram matrix ``Z^T G Z``.
-    lam : float, optional
-        A fixed ridge: then only the kernel is selected.
-    criterion : {"loo", "gcv"}
+    lam : float or sequence of float, optional
+        Fixed ridges (objective normalised by 1/n): then ``ridge_grid`` is
+        not used; a single value selects only the kernel.
+    criterion : {"loo", "gcv", "gap"}
         ``"loo"`` minimises the mean squared leave-one-out residual
-        ``mean((c_i / a_i)^2)``; ``"gcv"`` minimises ``n |c|^2 / (sum a)^2 / m``.
+        ``mean((c_i / a_i)^2)``; ``"gcv"`` minimises ``n |c|^2 / (sum a)^2 / m``;
+        ``"gap"`` the mean squared residual of predicting a node with a hole
+        as wide as the real one around each target removed
+        (:func:`hole_blocks`); it needs ``targets``.
+    targets : array_like, optional
+        The points the fit will be evaluated at (needed by ``"gap"``).
 
     Returns
     -------
@@ -221,57 +377,56 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
     -----
     One symmetric eigendecomposition ``Z^T G Z = U diag(sigma) U^T`` per
     kernel makes every ridge candidate cost O(n^2 m): with ``W = Z U`` and
-    ``g = 1 / (sigma + n lam)``, ``c = W (g * W^T y)`` and ``a = (W*W) g``.
+    ``g = 1 / (sigma + n lam)``, ``c = W (g * W^T y)`` and ``a = (W*W) g``
+    (:func:`ridge_path`). When no hole can be cut (too few nodes), ``"gap"``
+    falls back to leave-one-out.
     """
-    if criterion not in ("loo", "gcv"):
-        raise ValueError(f"criterion must be 'loo' or 'gcv', got {criterion!r}")
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
     t = np.asarray(t, dtype=np.float64)
     Y2 = np.asarray(Y, dtype=np.float64).reshape(t.size, -1)
     n = t.size
     kernels = list(kernels)
+    blocks = None
+    if criterion == "gap":
+        if targets is None:
+            raise ValueError("criterion='gap' needs the targets (the points the fit is evaluated at)")
+        order = np.argsort(t, kind="stable")
+        blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets)]
+        if not blocks:
+            criterion = "loo"
+    if lam is None:
+        lams, relative = np.maximum(np.asarray(ridge_grid, dtype=np.float64), _RIDGE_FLOOR), True
+    else:
+        lams, relative = np.atleast_1d(np.asarray(lam, dtype=np.float64)), False
     best = None
     scores = []
     for kernel in kernels:
-        G = kernel(t, t)
-        _, _, Z = _null_space(kernel, t)
-        M0 = G if Z is None else Z.T @ G @ Z
-        if M0.shape[0] == 0:
-            continue
-        sigma, U = np.linalg.eigh((M0 + M0.T) / 2)
-        sigma = np.clip(sigma, 0.0, None)
-        W = U if Z is None else Z @ U
-        WY = W.T @ Y2
-        W2 = W * W
-        mean_eig = max(sigma.mean(), np.finfo(float).tiny)
         k_best = None
-        if lam is None:
-            nlams = np.maximum(np.asarray(ridge_grid, dtype=np.float64), _RIDGE_FLOOR) * mean_eig
-        else:
-            nlams = [max(n * float(lam), _RIDGE_FLOOR * mean_eig)]
-        for nlam in nlams:
-            g = 1.0 / (sigma + nlam)
-            c = W @ (g[:, None] * WY)
-            a = W2 @ g
+        for row in ridge_path(t, Y2, kernel, lams, blocks=blocks if criterion == "gap" else None, relative=relative):
+            c, a = row["c"], row["a"]
             if criterion == "loo":
                 score = float(np.mean((c / a[:, None]) ** 2))
-            else:
+            elif criterion == "gcv":
                 score = float(n * np.sum(c**2) / np.sum(a) ** 2 / Y2.shape[1])
+            else:
+                score = float(np.mean(row["block"] ** 2))
             if np.isfinite(score) and (k_best is None or score < k_best[1]):
-                k_best = (nlam / n, score, c, a)
+                k_best = (row["lam"], score, c, a)
         if k_best is None:
             continue
         scores.append((str(kernel), k_best[0], k_best[1]))
         if best is None or k_best[1] < best[2]:
-            best = (kernel, k_best[0], k_best[1], k_best[2], k_best[3], G)
+            best = (kernel, *k_best)
     if best is None:
         # n == null-space dimension for every kernel: only interpolation is possible
         kernel = kernels[0]
         fit = KernelRidge(kernel, 0.0).fit(t, Y2)
         return RidgeSelection(fit, kernel, 0.0, float("nan"), scores)
-    kernel, lam_best, score, c, a, G = best
+    kernel, lam_best, score, c, a = best
     Q1, R, _ = _null_space(kernel, t)
     fit = KernelRidge(kernel, lam_best)
     fit._vector = False
     fit.kernel_ = kernel
-    fit._finish(t, Y2, G, Q1, R, c, a, lam_best)
+    fit._finish(t, Y2, kernel(t, t), Q1, R, c, a, lam_best)
     return RidgeSelection(fit, kernel, lam_best, score, scores)

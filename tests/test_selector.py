@@ -1,0 +1,146 @@
+"""Gap-aware decoder selection and GCC.calibrate."""
+
+import numpy as np
+import pytest
+
+import gencc
+from gencc.kernels import make_kernel
+from gencc.ridge import KernelRidge, hole_blocks, ridge_path, select_ridge
+from gencc.stragglers import NoStragglers, RandomStragglers
+
+
+def _xsinx(X):
+    return X * np.sin(X)
+
+
+def test_block_residuals_match_refits():
+    t = np.cos(np.pi * np.arange(20) / 19)[::-1]
+    t = t[np.r_[0:8, 13:20]]
+    Y = np.c_[np.sin(3 * t), t**3]
+    alpha = gencc.points.make_points("chebyshev1", 4)
+    blocks = hole_blocks(t, alpha)
+    assert any(B.size >= 3 for _, B in blocks)  # the 5-node hole is copied
+    for kernel in (make_kernel("sobolev2"), make_kernel("matern32", 0.5)):
+        row = ridge_path(t, Y, kernel, [1e-6], targets=alpha, blocks=blocks)[0]
+        np.testing.assert_allclose(row["pred"], KernelRidge(kernel, 1e-6).fit(t, Y).predict(alpha), atol=1e-10)
+        for (j, B), res in zip(blocks, row["block"]):
+            keep = np.setdiff1d(np.arange(t.size), B)
+            fit = KernelRidge(kernel, row["lam"] * t.size / keep.size).fit(t[keep], Y[keep])
+            np.testing.assert_allclose(res, Y[j] - fit.predict(t[j : j + 1])[0], atol=1e-7)
+
+
+def test_hole_blocks_copy_the_real_hole():
+    t = np.linspace(-1, 1, 21)
+    t = t[np.r_[0:8, 13:21]]  # 5 nodes missing around 0
+    blocks = hole_blocks(t, [0.0])
+    assert blocks and all(B.size >= 3 for _, B in blocks)  # the gap the real hole left widens them
+    assert hole_blocks(t, [0.0], wide=1.5)  # that hole is wide ...
+    assert hole_blocks(t, [-0.65], wide=1.5) == []  # ... one between adjacent nodes is not
+    assert [B.tolist() for _, B in hole_blocks(t, [-0.65])] == [[j] for j in (2, 3, 4, 5)]
+
+
+def test_gap_criterion_needs_targets():
+    t = np.linspace(-1, 1, 9)
+    with pytest.raises(ValueError, match="targets"):
+        select_ridge(t, np.sin(t), [make_kernel("sobolev2")], criterion="gap")
+
+
+def test_gap_picks_right_where_loo_picks_wrong():
+    # x sin x, K = 8, N = 40, workers 12..21 straggle: leave-one-out scores one-node
+    # holes and picks a kernel that cannot bridge the 10-node one.
+    K, N = 8, 40
+    X = np.random.default_rng(1).uniform(-3, 3, (K, 4))
+    ret = np.r_[0:12, 22:40]
+    errs = {}
+    for crit in ("loo", "gap"):
+        s = gencc.GCC(K, N, criterion=crit, mix=1)
+        d = s.decode_with_info(_xsinx(s.encode(X))[ret], ret)
+        errs[crit] = np.mean((d.estimate - _xsinx(X)) ** 2)
+    fixed = []
+    for name, sc in gencc.schemes.gcc.DEFAULT_CANDIDATES:
+        s = gencc.GCC(K, N, kernel=name, scale=sc)
+        fixed.append(np.mean((s.decode(_xsinx(s.encode(X))[ret], ret) - _xsinx(X)) ** 2))
+    assert errs["gap"] <= 1.25 * min(fixed)
+    assert errs["loo"] > 5 * errs["gap"]
+    mixed = gencc.GCC(K, N)  # the default mixes the 3 best by the gap criterion
+    assert np.mean((mixed.decode(_xsinx(mixed.encode(X))[ret], ret) - _xsinx(X)) ** 2) < errs["loo"] / 2
+
+
+def test_mixture_decoder_matrix_matches_decode():
+    s = gencc.GCC(4, 12)
+    X = np.random.default_rng(0).uniform(-2, 2, (4, 3))
+    ret = np.r_[0:3, 6:12]
+    Y = np.sin(s.encode(X))[ret]
+    d = s.decode_with_info(Y, ret)
+    assert len(d.info["mixture"]) == 3
+    np.testing.assert_allclose(s.decoder_matrix(ret, Y) @ Y, d.estimate, atol=1e-8)
+    with pytest.raises(ValueError, match="mix"):
+        gencc.GCC(4, 8, mix=0)
+
+
+def test_default_is_gap_and_loo_stays_available():
+    assert gencc.GCC(4, 8).criterion == "gap"
+    s = gencc.GCC(4, 8, criterion="loo")
+    X = np.linspace(-1, 1, 4)[:, None]
+    assert s.decode(np.sin(s.encode(X))[1:], range(1, 8)).shape == (4, 1)
+    with pytest.raises(ValueError, match="criterion"):
+        gencc.GCC(4, 8, criterion="aic")
+
+
+def test_calibrate_recovers_planted_configuration():
+    X = np.random.default_rng(1).uniform(-3, 3, (200, 2))
+    grid = [("matern12", 0.01, 1e-8), ("sobolev2", 1.0, 1e-8), ("sobolev2", 1.0, 10.0), ("matern52", 0.5, 1.0)]
+    s = gencc.GCC(4, 10)
+    cal = s.calibrate(_xsinx, X, RandomStragglers(2), rounds=5, grid=grid)
+    assert (cal.kernel, cal.scale, cal.lam_dec) == ("sobolev2", 1.0, 1e-8)
+    assert not cal.adaptive
+    assert len(cal.calibration_) == 4
+    assert cal.calibration_[0][0] == {"kernel": "sobolev2", "scale": 1.0, "lam_dec": 1e-8}
+    mses = [m for _, m in cal.calibration_]
+    assert mses == sorted(mses)
+    # the table is what evaluate measures for each configuration
+    ev = gencc.evaluate(_xsinx, s.with_params(kernel="matern12", scale=0.01, candidates=None), X,
+                        RandomStragglers(2), rounds=5, seed=0)
+    row = [m for c, m in cal.calibration_ if c["kernel"] == "matern12"][0]
+    assert row == pytest.approx(ev.mean("mse"))
+    assert not hasattr(s, "calibration_")
+
+
+def test_calibrate_dict_grid_and_adversary():
+    X = np.random.default_rng(2).uniform(-2, 2, (50, 3))
+    grid = [{"kernel": "matern32", "scale": 0.5, "lam_dec": 1e-8, "lam_enc": 0.0},
+            {"kernel": "matern32", "scale": 0.5, "lam_dec": 1e-8, "lam_enc": 1e-2}]
+    cal = gencc.GCC(4, 8).calibrate(np.sin, X, gencc.stragglers.ContiguousStragglers(2), rounds=3, grid=grid)
+    assert cal.lam_enc in (0.0, 1e-2) and len(cal.calibration_) == 2
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"rounds": 0}, ValueError, "rounds"),
+    ({"grid": []}, ValueError, "at least one"),
+    ({"grid": [("matern32", 0.5)]}, ValueError, "tuples"),
+    ({"grid": [{"kernel": "matern32", "ridge": 1}]}, ValueError, "only"),
+    ({"grid": [("auto", 1.0, 1e-8)]}, ValueError, "auto"),
+    ({"grid": [("cosine", 1.0, 1e-8)]}, ValueError, "kernel"),
+    ({"grid": [("matern32", 1.0, -1.0)]}, ValueError, "lam_dec"),
+])
+def test_calibrate_bad_arguments(kwargs, exc, match):
+    X = np.zeros((10, 2))
+    with pytest.raises(exc, match=match):
+        gencc.GCC(4, 8).calibrate(np.sin, X, NoStragglers(), **kwargs)
+
+
+def test_calibrate_bad_f_and_stragglers():
+    X = np.zeros((10, 2))
+    with pytest.raises(TypeError, match="callable"):
+        gencc.GCC(4, 8).calibrate(3, X, NoStragglers())
+    with pytest.raises(TypeError, match="StragglerModel"):
+        gencc.GCC(4, 8).calibrate(np.sin, X, "random")
+    with pytest.raises(ValueError, match="no configuration"):
+        gencc.GCC(4, 8).calibrate(np.sin, np.ones((10, 2)), _Everyone(), rounds=2, grid=[("matern32", 0.5, 1e-8)])
+
+
+class _Everyone(gencc.stragglers.StragglerModel):
+    """Every worker straggles."""
+
+    def returned(self, n_workers, rng=None, error=None):
+        return np.empty(0, dtype=int)
