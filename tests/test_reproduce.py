@@ -11,7 +11,8 @@ from gencc.experiments.reproduce import SWEEPS, ReproduceConfig, fit_slope, run_
 
 TINY_GRID = (("lam_dec", (1e-8, 1e-2)), ("lam_enc", (0.0, 1e-4)))
 TINY = ReproduceConfig(
-    schemes=("gcc", "letcc", "bacc", "lcc", "replication"), lcc_degree=3, letcc_grid=TINY_GRID, rate_Ns=(16, 24, 32), rate_S=1, stragglers_N=8,
+    schemes=("gcc", "letcc", "bacc", "lcc", "replication"), lcc_degree=3, letcc_grid=TINY_GRID,
+    rate_Ns=(16, 24, 32), rate_S=1, stragglers_N=8,
     stragglers_K=2, stragglers_Ss=(0, 4), bernoulli_ps=(0.2,), bernoulli_Ns=(16, 24, 32),
     dnn_models=("lenet5", "minilm"), dnn_settings=((8, 2, 2), (8, 2, 6)), rounds=3, worst_rounds=1, dnn_rounds=3,
     degraded_models=("lenet5", "minilm"), degraded_Ks=(2,), degraded_Rs=(1, 2), degraded_Ss=(0, 1, "N-K"),
@@ -66,7 +67,8 @@ def test_degraded_sweep_reports_exact_share_and_degraded_metrics(run):
 
     _, results, _ = run
     rows = results["degraded"]["rows"]
-    schemes = {"gcc-sys", "letcc-sys", "bacc-sys", "bacc", "replication"} | ({"parm"} if hasattr(gencc, "ParM") else set())
+    schemes = {"gcc-sys", "letcc-sys", "bacc-sys", "bacc", "replication"}
+    schemes |= {"parm"} if hasattr(gencc, "ParM") else set()
     assert {r["scheme"] for r in rows} == schemes
     assert {(r["K"], r["N-K"], r["S"]) for r in rows} == {(2, 1, 0), (2, 1, 1), (2, 2, 0), (2, 2, 1), (2, 2, 2)}
     assert all(0 <= r["exact_share"] <= 1 for r in rows)
