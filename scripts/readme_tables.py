@@ -50,9 +50,12 @@ def dnn(reproduce):
         best = min((s for s in schemes[:4] if s in v), key=lambda s: v[s]["rmse"])
         err = [f"**{e}**" if s == best else e for s, e in zip(schemes[:4], err)]
         acc = [fmt(v[s].get(metric), ".3f") if s in v else "-" for s in schemes]
-        rows.append([w, N, K, S, *err, metric, *acc, fmt(v["replication"]["missing_rate"], ".3f")])
+        rows.append([w, N, K, S, *err, metric, *acc, fmt(v["replication"]["missing_rate"], ".3f"),
+                     v.get("letcc", {}).get("params") or "-"])
     head = ["model", "N", "K", "S", "RMSE GCC", "LeTCC", "BACC", "LCC", "metric", "GCC", "LeTCC", "BACC", "LCC",
-            "replication", "replication missing"]
+            "replication", "replication missing", "LeTCC ridges"]
+    if all(r[-1] == "-" for r in rows):  # results from before LeTCC was tuned per cell
+        head, rows = head[:-1], [r[:-1] for r in rows]
     return table(head, rows)
 
 

@@ -9,10 +9,14 @@ import pytest
 from gencc.cli import main
 from gencc.experiments.reproduce import SWEEPS, ReproduceConfig, fit_slope, run_reproduce
 
+TINY_GRID = (("lam_dec", (1e-8, 1e-2)), ("lam_enc", (0.0, 1e-4)))
 TINY = ReproduceConfig(
-    schemes=("gcc", "bacc", "lcc", "replication"), lcc_degree=3, rate_Ns=(16, 24, 32), rate_S=1, stragglers_N=8,
+    schemes=("gcc", "letcc", "bacc", "lcc", "replication"), lcc_degree=3, letcc_grid=TINY_GRID,
+    rate_Ns=(16, 24, 32), rate_S=1, stragglers_N=8,
     stragglers_K=2, stragglers_Ss=(0, 4), bernoulli_ps=(0.2,), bernoulli_Ns=(16, 24, 32),
     dnn_models=("lenet5", "minilm"), dnn_settings=((8, 2, 2), (8, 2, 6)), rounds=3, worst_rounds=1, dnn_rounds=3,
+    degraded_models=("lenet5", "minilm"), degraded_Ks=(2,), degraded_Rs=(1, 2), degraded_Ss=(0, 1, "N-K"),
+    degraded_rounds=4,
 )
 
 
@@ -37,6 +41,70 @@ def test_every_sweep_writes_csv_json_and_png_that_parse(run):
         assert f"== {sweep} ==" in "\n".join(lines)
     summary = json.loads((out / "reproduce.json").read_text())
     assert set(summary["slopes"]) == {"rate", "bernoulli"}
+    with open(out / "dnn" / "dnn.csv", newline="") as fh:
+        assert "params" in next(csv.reader(fh))
+
+
+def test_letcc_rows_carry_their_ridges_chosen_from_the_grid(run):
+    _, results, lines = run
+    grid = dict(TINY_GRID)
+    n = 0
+    for sweep, res in results.items():
+        for r in res["rows"]:
+            if r["scheme"] not in ("letcc", "letcc-sys"):
+                assert r["params"] is None
+                continue
+            chosen = dict(kv.split("=") for kv in r["params"].split(", "))
+            assert list(chosen) == list(grid)
+            assert all(float(v) in grid[k] for k, v in chosen.items()), r["params"]
+            n += 1
+    assert n >= 20
+    assert "lam_dec=" in "\n".join(lines)  # the console tables show them
+
+
+def test_degraded_sweep_reports_exact_share_and_degraded_metrics(run):
+    import gencc
+
+    _, results, _ = run
+    rows = results["degraded"]["rows"]
+    schemes = {"gcc-sys", "letcc-sys", "bacc-sys", "bacc", "replication"}
+    schemes |= {"parm"} if hasattr(gencc, "ParM") else set()
+    assert {r["scheme"] for r in rows} == schemes
+    assert {(r["K"], r["N-K"], r["S"]) for r in rows} == {(2, 1, 0), (2, 1, 1), (2, 2, 0), (2, 2, 1), (2, 2, 2)}
+    assert all(0 <= r["exact_share"] <= 1 for r in rows)
+    for r in rows:
+        if r["scheme"].endswith("-sys") and r["S"] == 0:
+            assert r["exact_share"] == 1 and r["degraded_mse"] is None  # nothing to decode
+        if r["scheme"] == "bacc":
+            assert r["exact_share"] == 0 and r["degraded_mse"] == pytest.approx(r["mse"])
+    lenet = [r for r in rows if r["workload"] == "lenet5" and r["scheme"] == "gcc-sys" and r["S"] == r["N-K"] > 0]
+    assert lenet and all(r["degraded_accuracy"] is not None and 0 <= r["degraded_accuracy"] <= 1 for r in lenet)
+    assert all(r["exact_share"] < 1 for r in lenet)
+    assert all(r["cosine"] is not None for r in rows if r["workload"] == "minilm")
+
+
+def test_degraded_scheme_names_build():
+    from gencc.experiments.reproduce.cells import build_scheme, scheme_applies
+
+    for name in ("gcc-sys", "letcc-sys", "bacc-sys"):
+        s = build_scheme(name, 4, 6, "lenet5")
+        assert s.systematic and (s.n_inputs, s.n_workers) == (4, 6)
+    assert not build_scheme("bacc", 4, 6, "lenet5").systematic
+    import gencc
+
+    assert not scheme_applies("parm", 4, 6)
+    assert scheme_applies("parm", 4, 5) == hasattr(gencc, "ParM")
+
+
+def test_best_letcc_picks_from_the_grid_on_calibration_batches():
+    from gencc import stragglers as st
+    from gencc.experiments.peers import best_letcc
+
+    X = np.random.default_rng(0).uniform(-1, 1, (60, 2))
+    grid = (("lam_dec", (1e-8, 1e-2)), ("lam_enc", (0.0,)))
+    scheme, label = best_letcc(np.sin, 4, 12, X, st.RandomStragglers(2), grid, rounds=2, seed=5)
+    assert scheme.lam_dec in (1e-8, 1e-2) and scheme.lam_enc == 0.0
+    assert label == f"lam_dec={scheme.lam_dec:g}, lam_enc=0"
 
 
 def test_rows_hold_what_each_sweep_promises(run):

@@ -114,11 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="gencc-demo", help="output folder for the table and plot")
     d.add_argument("--batches", type=int, default=None, help="batches per scheme")
     d.add_argument("--seed", type=int, default=0)
-    r = sub.add_parser("reproduce", help="the paper's experiments: error vs N, vs S, Bernoulli stragglers, DNN table")
+    r = sub.add_parser("reproduce", help="the paper's experiments: error vs N, vs S, Bernoulli stragglers, DNN table, "
+                                             "degraded mode of systematic codes")
     r.add_argument("--out", default="gencc-reproduce", help="output folder (one sub-folder per sweep)")
     r.add_argument("--quick", action="store_true", help="a small version, a few minutes on 2 cores")
     r.add_argument("--sweeps", type=_sweeps_arg, default=None,
-                   help="comma list of sweeps to run (default: rate,stragglers,bernoulli,dnn)")
+                   help="comma list of sweeps to run (default: rate,stragglers,bernoulli,dnn,degraded)")
     r.add_argument("--fresh", action="store_true", help="ignore results already in --out instead of resuming")
     r.add_argument("--seed", type=int, default=0)
     _add_bench(sub)

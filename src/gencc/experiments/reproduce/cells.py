@@ -1,0 +1,139 @@
+"""One cell of a sweep (one scheme at one setting): its key, its scheme, its run."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+
+from ... import stragglers as st
+from ...evaluate import evaluate
+from ...schemes import make_scheme
+from ...workloads import get
+from ..compare import build_schemes
+from ..peers import tuned
+
+# Part of every cell's key: bump it when a cell's result changes meaning (a
+# metric's definition, a scheme's default), so a resumed run recomputes.
+# 3: LeTCC at its best ridges from a grid, rows carry "params".
+CELL_VERSION = 3
+
+TUNED = ("letcc",)  # base schemes run at their best parameters from the config's grid
+
+
+def _parm(K, N, workload):
+    import gencc
+
+    return gencc.ParM.for_workload(workload, K)
+
+
+def _parm_applies(K, N) -> bool:
+    import gencc
+
+    return N - K == 1 and hasattr(gencc, "ParM")
+
+
+# Schemes beyond make_scheme's names: name -> (factory(K, N, workload), applies(K, N)).
+# A "<name>-sys" is make_scheme's <name> with worker_points="systematic".
+EXTRA_SCHEMES = {"parm": (_parm, _parm_applies)}
+
+
+def base_name(name: str) -> str:
+    return name[:-4] if name.endswith("-sys") else name
+
+
+def scheme_applies(name: str, K: int, N: int) -> bool:
+    """Whether a cell of scheme ``name`` at (K, N) is worth planning at all."""
+    return EXTRA_SCHEMES[name][1](K, N) if name in EXTRA_SCHEMES else True
+
+
+def build_scheme(name: str, K: int, N: int, workload: str, degree: int | None = None):
+    """A scheme by name: make_scheme's names, ``"<name>-sys"`` and EXTRA_SCHEMES."""
+    if name in EXTRA_SCHEMES:
+        return EXTRA_SCHEMES[name][0](K, N, workload)
+    if name.endswith("-sys"):
+        return make_scheme(base_name(name), K, N, worker_points="systematic")
+    return build_schemes([name], K, N, degree or 1)[0]
+
+
+@dataclass
+class Cell:
+    sweep: str
+    workload: str
+    N: int
+    K: int
+    scheme: str
+    stragglers: str  # "random", "worst" or "bernoulli"
+    S: int | None = None
+    p: float | None = None
+    rounds: int = 1
+    seed: int = 0
+    degree: int | None = None  # LCC's assumed degree of f; None for the other schemes
+    grid: tuple | None = None  # parameter grid a tuned scheme is chosen from
+    calib_rounds: int | None = None  # calibration batches per candidate of the grid
+
+    @property
+    def key(self) -> str:
+        return json.dumps([CELL_VERSION, self.sweep, self.workload, self.N, self.K, self.scheme, self.stragglers,
+                           self.S, self.p, self.rounds, self.seed, self.degree, self.grid, self.calib_rounds])
+
+    def _seed(self, *extra) -> int:
+        return zlib.crc32(json.dumps([self.seed, self.sweep, self.workload, self.N, self.K, self.stragglers,
+                                      self.S, self.p, *extra]).encode())
+
+    @property
+    def setting_seed(self) -> int:
+        # same seed for every scheme of a setting: same batches, same draws
+        return self._seed()
+
+    @property
+    def calib_seed(self) -> int:
+        # calibration batches differ from the evaluation batches
+        return self._seed("calibration")
+
+    def straggler_model(self):
+        if self.stragglers == "random":
+            return st.RandomStragglers(self.S)
+        if self.stragglers == "worst":
+            return st.WorstCaseStragglers(self.S)
+        return st.BernoulliStragglers(self.p)
+
+
+def make_cell(cfg, sweep, workload, N, K, name, kind, S=None, p=None, rounds=1) -> Cell:
+    """The cell of scheme ``name`` at a setting, with the config's tuning grid where it applies."""
+    tune = base_name(name) in TUNED
+    return Cell(sweep, workload, N, K, name, kind, S, p, rounds, cfg.seed,
+                cfg.lcc_degree if base_name(name) == "lcc" else None,
+                cfg.letcc_grid if tune else None, cfg.calib_rounds(rounds) if tune else None)
+
+
+def _applicable(scheme, cell) -> bool:
+    if cell.S is None:
+        return scheme.n_workers >= scheme.min_returns
+    return cell.N - cell.S >= scheme.min_returns
+
+
+def run_cell(cell: Cell) -> dict | None:
+    """One scheme at one setting: a result row, or None where it does not apply."""
+    if cell.degree is not None and cell.N < (cell.K - 1) * cell.degree + 1:
+        return None
+    try:
+        scheme = build_scheme(cell.scheme, cell.K, cell.N, cell.workload, cell.degree)
+    except (ValueError, FileNotFoundError):  # e.g. no parity model for this workload or K
+        return None
+    if not _applicable(scheme, cell):
+        return None
+    wl = get(cell.workload)
+    model = cell.straggler_model()
+    params = None
+    if cell.grid is not None:
+        scheme, params = tuned(wl.f, scheme, wl.X, model, cell.grid, cell.calib_rounds, cell.calib_seed)
+    ev = evaluate(wl.f, scheme, wl.X, model, rounds=cell.rounds, seed=cell.setting_seed, task=wl.harness_task)
+    row = {"workload": cell.workload, "scheme": cell.scheme, "N": cell.N, "K": cell.K,
+           "stragglers": cell.stragglers, "S": cell.S, "p": cell.p, "rounds": cell.rounds, "params": params}
+    for name, summ in ev.metrics.items():
+        row[name] = None if summ is None else summ.mean
+        row[f"{name}_std"] = None if summ is None else summ.std
+        row[f"{name}_ci95"] = None if summ is None else (summ.ci_high - summ.ci_low) / 2
+    row.update(failures=ev.failures, missing_rate=ev.missing_rate, returned=ev.returned_mean)
+    return row
