@@ -16,3 +16,8 @@ def slow_start():
 
     time.sleep(3.0)
     return xsinx()
+
+
+def twice(X):
+    """A stand-in parity model: clearly not f, so a test sees which worker ran it."""
+    return 2.0 * np.asarray(X, dtype=np.float64)

@@ -165,4 +165,5 @@ def test_a_systematic_code_is_complete_once_every_systematic_worker_returned():
     assert not s.is_complete([0, 1, 2, 4, 5, 6, 7]) and s.can_decode([0, 1, 2, 4])
     lcc = gencc.LCC(4, 12, degree=2, worker_points="systematic")  # threshold 7
     assert lcc.can_decode([0, 1, 2, 3]) and not lcc.can_decode([0, 1, 2, 4, 5, 6])
+    assert lcc.is_complete([0, 1, 2, 3]) and not gencc.LCC(4, 12, degree=2).is_complete(range(7))
     assert lcc.decode_with_info(np.ones((4, 1)), [0, 1, 2, 3]).error_estimate == 0.0

@@ -138,6 +138,8 @@ def test_bad_arguments_fail_at_construction():
         CodedExecutor(lambda: f, s)
     with pytest.raises(ValueError, match="n_workers must be >= n_inputs = 4"):
         gencc.GCC(4, 3)
+    with pytest.raises(TypeError, match="model must be picklable"):
+        CodedExecutor(MODEL, gencc.ParM(2, parity_model=lambda X: X), backend_options=_opts("local"))
     with pytest.raises(ValueError, match="deadline must be a finite number >= 0"):
         CodedExecutor(MODEL, s, deadline=-1)
     with pytest.raises(ValueError, match="on_insufficient must be one of"):
@@ -169,3 +171,30 @@ def test_run_batches_times_every_batch_and_marks_unanswered_inputs():
     s = latency_summary([1.0, 2.0, 3.0, 4.0])
     assert s["p50_s"] == 2.5 and s["mean_s"] == 2.5 and 3.9 < s["p99_s"] <= s["p999_s"] <= 4.0
     assert np.isnan(latency_summary([])["p99_s"])
+
+
+def test_parm_runs_its_parity_model_on_the_parity_worker():
+    import _models
+
+    scheme = gencc.ParM(2, parity_model=_models.twice)
+    X = RNG.uniform(-3, 3, size=(2, 3))
+    with CodedExecutor(MODEL, scheme, timeout=20, backend_options=_opts("local"),
+                       faults=Faults(workers={0: "error"})) as ex:
+        res = ex.submit(X).result(timeout=30)
+    assert res.returned == (1, 2)
+    np.testing.assert_allclose(res.outputs[1], f(X[1]))
+    np.testing.assert_allclose(res.outputs[0], 2 * (X[0] + X[1]) - f(X[1]))  # F_P(x0 + x1) - f(x1)
+
+
+def test_the_executor_calibrates_its_scheme_at_start_up():
+    X = RNG.uniform(-3, 3, size=(40, 2))
+    cal = {"X": X, "stragglers": gencc.stragglers.RandomStragglers(2), "rounds": 2,
+           "grid": [("sobolev2", 1.0, 1e-8), ("matern32", 0.5, 1e-6)]}
+    with CodedExecutor(MODEL, gencc.GCC(4, 8), n_wait=6, timeout=20, calibration=cal,
+                       backend_options=_opts("local")) as ex:
+        assert not ex.scheme.adaptive and len(ex.scheme.calibration_) == 2
+        res = ex.submit(X[:4]).result(timeout=30)
+    ret = list(res.returned)
+    np.testing.assert_allclose(res.outputs, ex.scheme.decode(f(ex.scheme.encode(X[:4]))[ret], ret), rtol=1e-9)
+    with pytest.raises(ValueError, match="calibration must be a dict with keys 'X' and 'stragglers'"):
+        CodedExecutor(MODEL, gencc.GCC(4, 8), calibration={"X": X})

@@ -158,10 +158,11 @@ def test_ray_listens_on_loopback_only_and_leaves_nothing_behind():
 
     assert not ray.is_initialized()
     scheme = gencc.GCC(3, 6)
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}  # e.g. the local backend's forkserver
     with CodedExecutor(MODEL, scheme, "ray", timeout=60) as ex:
         ex.submit(RNG.uniform(-1, 1, size=(3, 2))).result(timeout=60)
-        me = psutil.Process()
-        ray_pids = {p.pid for p in me.children(recursive=True)}
+        ray_pids = {p.pid for p in me.children(recursive=True)} - before
         socks = _listening_sockets(ray_pids | {me.pid})
         names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in ray_pids if psutil.pid_exists(p))
     assert socks and all(ok for _, _, ok in socks), socks

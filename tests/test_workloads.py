@@ -38,5 +38,12 @@ def test_unknown_workload():
 def test_demo_runs_end_to_end(tmp_path):
     from gencc.cli import main
 
-    assert main(["demo", "--out", str(tmp_path), "--batches", "2"]) == 0
+    assert main(["demo", "--out", str(tmp_path), "--batches", "2", "--extra", "1"]) == 0
     assert (tmp_path / "demo.png").stat().st_size > 0 and (tmp_path / "demo.json").exists()
+    import json
+
+    rows = {r["scheme"]: r for r in json.loads((tmp_path / "demo.json").read_text())["rows"]}
+    assert set(rows) == {"uncoded", "replication", "gcc-systematic", "gcc", "bacc", "letcc", "parm"}
+    assert rows["uncoded"]["exact_share"] == 1 and rows["gcc"]["exact_share"] == 0
+    assert rows["letcc"]["params"].startswith("lam_dec=")
+    assert all(0 <= r["agreement_with_f"] <= 1 and r["p99_s"] > 0 for r in rows.values())

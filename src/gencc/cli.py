@@ -110,9 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"gencc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="the main job: a classifier on real workers with stragglers, GCC vs peers")
+    d = sub.add_parser("demo", help="the main job: at each number of extra workers, which scheme answers best and soonest")
     d.add_argument("--out", default="gencc-demo", help="output folder for the table and plot")
-    d.add_argument("--batches", type=int, default=None, help="batches per scheme")
+    d.add_argument("--batches", type=int, default=None, help="batches per run (default 40)")
+    d.add_argument("--extra", default=None, help="comma list of extra-worker counts E (default 1,2,4,8)")
     d.add_argument("--seed", type=int, default=0)
     r = sub.add_parser("reproduce", help="the paper's experiments: error vs N, vs S, Bernoulli stragglers, DNN table, "
                                              "degraded mode of systematic codes")
@@ -142,9 +143,10 @@ def main(argv=None) -> int:
         if args.command == "reproduce":
             return _run_reproduce(args)
         if args.command == "demo":
-            from .experiments.demo import run_demo
+            from .experiments.demo import EXTRA_WORKERS, run_demo
 
-            return run_demo(out=args.out, batches=args.batches, seed=args.seed)
+            extra = tuple(int(e) for e in args.extra.split(",")) if args.extra else EXTRA_WORKERS
+            return run_demo(out=args.out, batches=args.batches, seed=args.seed, extra=extra)
     except (ValueError, TypeError) as exc:
         print(f"gencc: error: {exc}", file=sys.stderr)
         return 2

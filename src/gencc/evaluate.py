@@ -259,7 +259,7 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
                 exact = np.asarray(dec.info.get("exact", np.zeros(K, dtype=bool)), dtype=bool)
             except MissingOutputsError as exc:
                 est, loo = exc.partial, None
-                exact = np.zeros(K, dtype=bool)
+                exact = np.asarray(exc.info.get("exact", np.zeros(K, dtype=bool)), dtype=bool)
                 ok = np.ones(K, dtype=bool)
                 ok[exc.missing] = False
                 missing += exc.missing.size

@@ -30,6 +30,9 @@ class LatencyRun:
         it) and is left out of ``encode`` and ``decode``.
     answered : ndarray of bool, shape (B * K,)
         Inputs that got an output.
+    exact : ndarray of bool, shape (B * K,)
+        Inputs answered with f's own output (``decode_info["exact"]``: a
+        returned copy or systematic worker), not an approximation.
     startup_s : float
         Seconds to start the workers (each builds the model once).
     failed : int
@@ -43,6 +46,7 @@ class LatencyRun:
     answered: np.ndarray
     startup_s: float
     failed: int
+    exact: np.ndarray | None = None
 
 
 def run_batches(model, scheme, X, *, faults=None, n_wait=None, timeout=30.0, progress=False, desc=None,
@@ -79,7 +83,7 @@ def run_batches(model, scheme, X, *, faults=None, n_wait=None, timeout=30.0, pro
         raise ValueError(f"X must hold a multiple of K = {K} inputs, got {X.shape[0]}")
     B = X.shape[0] // K
     t0 = time.monotonic()
-    outs, walls, enc, dec, answered, failed = [], [], [], [], [], 0
+    outs, walls, enc, dec, answered, exact, failed = [], [], [], [], [], [], 0
     kw = {} if n_wait is None else {"n_wait": n_wait}
     with CodedExecutor(model, scheme, backend, timeout=timeout, faults=faults, backend_options=backend_options,
                        **kw) as ex:
@@ -98,18 +102,20 @@ def run_batches(model, scheme, X, *, faults=None, n_wait=None, timeout=30.0, pro
                 walls.append(time.monotonic() - t_submit)
                 outs.append(None)
                 answered.append(np.zeros(K, dtype=bool))
+                exact.append(np.zeros(K, dtype=bool))
                 continue
             outs.append(r.outputs)
             ok = np.ones(K, dtype=bool)
             ok[list(r.missing)] = False
             answered.append(ok)
+            exact.append(ok & np.asarray(r.decode_info.get("exact", np.zeros(K, dtype=bool)), dtype=bool))
             walls.append(r.wall_time)
             enc.append(r.encode_time)
             dec.append(r.decode_time)
     shape = next((o.shape[1:] for o in outs if o is not None), (0,))
     outputs = np.concatenate([np.full((K, *shape), np.nan) if o is None else o for o in outs])
     return LatencyRun(outputs, np.array(walls), np.array(enc), np.array(dec), np.concatenate(answered),
-                      startup, failed)
+                      startup, failed, np.concatenate(exact))
 
 
 def latency_summary(walls) -> dict:

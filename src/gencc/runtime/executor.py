@@ -84,7 +84,7 @@ class CodedExecutor:
         Decode as soon as this many usable results are in (default: all N).
         Whatever ``n_wait`` says, a batch is decoded as soon as the scheme
         says more returns cannot help (``scheme.is_complete``: every input
-        has a copy under replication, the recovery threshold under LCC).
+        has a copy under replication or ParM, every systematic worker is in).
     deadline : float, optional
         Seconds after dispatch at which to decode with whatever arrived, if
         that is decodable.
@@ -108,6 +108,13 @@ class CodedExecutor:
         Quality floor: a decoded batch whose ``error_estimate`` exceeds this
         fails with :class:`~gencc.errors.BatchFailedError` instead of being
         answered. Schemes without an estimate are not affected.
+    calibration : dict, optional
+        Calibrate the scheme at start-up on sample inputs: ``{"X": (n,
+        *in_shape) array, "stragglers": StragglerModel, "rounds": int}``
+        (``rounds`` optional). The model is built once in this process and
+        ``scheme.calibrate(f, X, stragglers, rounds=...)`` replaces the
+        scheme (GCC: a fixed decoder chosen by measured error); the result,
+        with its ``calibration_`` table, is ``executor.scheme``.
     faults : Faults, optional
         Injected stragglers and faults, for experiments.
     max_in_flight : int
@@ -141,12 +148,20 @@ class CodedExecutor:
     """
 
     def __init__(self, model, scheme, backend="local", *, n_wait=None, deadline=None, n_min=None,
-                 timeout=30.0, on_insufficient="fail", hang_timeout=None, max_error=None, faults=None,
-                 max_in_flight=4, backend_options=None):
+                 timeout=30.0, on_insufficient="fail", hang_timeout=None, max_error=None, calibration=None,
+                 faults=None, max_in_flight=4, backend_options=None):
         if not isinstance(scheme, CodingScheme):
             raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
                             f"got {scheme!r}")
+        if calibration is not None:
+            scheme = _calibrated(scheme, model, calibration)
         N = scheme.n_workers
+        models = [scheme.worker_model(n, model) for n in range(N)]
+        odd = [n for n in range(N) if scheme.worker_function(n, _same_model) is not _same_model
+               and models[n] is model]
+        if odd:
+            raise ValueError(f"scheme {type(scheme).__name__} computes another function on workers {odd} but "
+                             f"names no model for them (worker_model), so the runtime cannot serve it")
         self.scheme = scheme
         self.n_min = None if n_min is None else check_int(n_min, "n_min")
         if self.n_min is not None and not scheme.min_returns <= self.n_min <= N:
@@ -171,7 +186,9 @@ class CodedExecutor:
         self.faults = faults
         self.max_in_flight = check_int(max_in_flight, "max_in_flight")
         self._policy = GatherPolicy(self.deadline, self.timeout, on_insufficient)
-        self._backend = self._make_backend(backend, model, N, backend_options or {})
+        self._models = models  # what each worker runs: a task is re-sent only to a worker running the same
+        uniform = all(m is model for m in models)
+        self._backend = self._make_backend(backend, model if uniform else models, N, backend_options or {})
         self._backend.start()  # cleans up after itself on failure or interruption
         self._lock = threading.Lock()
         self._shutdown_lock = threading.Lock()
@@ -457,7 +474,7 @@ class CodedExecutor:
             decodable=self._decodable(slots),
             reachable=self._decodable(slots + list(b.outstanding)),
             outstanding=len(b.outstanding),
-            can_redispatch=bool(missing) and bool(self._helpers(b)),
+            can_redispatch=any(self._helpers(b, s) for s in missing),
         )
         action = decide(state, self._policy)
         if action.kind == "decode":
@@ -468,15 +485,19 @@ class CodedExecutor:
             self._redispatch(b, missing, now)
         return None
 
-    def _helpers(self, b):
-        """Workers to re-send to: those that answered this batch, fastest first, then idle ones."""
-        answered = sorted(b.results, key=lambda s: b.latencies[s])
-        idle = [w for w, q in enumerate(self._queues) if not q.tasks and w not in answered]
+    def _helpers(self, b, slot=None):
+        """Workers to re-send to (running the model ``slot`` needs): those that
+        answered this batch, fastest first, then idle ones."""
+        same = [w for w in range(self.scheme.n_workers) if slot is None or self._models[w] == self._models[slot]]
+        answered = sorted((s for s in b.results if s in same), key=lambda s: b.latencies[s])
+        idle = [w for w in same if not self._queues[w].tasks and w not in answered]
         return [w for w in answered if not self._queues[w].tasks] + idle or answered
 
     def _redispatch(self, b, missing, now):
-        helpers = self._helpers(b)
         for i, slot in enumerate(missing):
+            helpers = self._helpers(b, slot)
+            if not helpers:
+                continue
             w = helpers[i % len(helpers)]
             b.redispatched.add(slot)
             b.failed.pop(slot, None)
@@ -526,6 +547,24 @@ class CodedExecutor:
         err = BatchFailedError(b.index, b.failed, len(b.usable(self._out_shape)), n_required, reason)
         log.warning("batch failed", extra={"batch": b.index, "reason": reason})
         return b.future, err
+
+
+def _calibrated(scheme, model, calibration):
+    """``scheme.calibrate`` on the calibration inputs, with f built here once."""
+    from .worker import build_model
+
+    if not hasattr(scheme, "calibrate"):
+        raise TypeError(f"calibration needs a scheme with a calibrate method (GCC), got {type(scheme).__name__}")
+    if not isinstance(calibration, dict) or not {"X", "stragglers"} <= set(calibration) or \
+            not set(calibration) <= {"X", "stragglers", "rounds", "seed", "grid"}:
+        raise ValueError("calibration must be a dict with keys 'X' and 'stragglers' (and optionally 'rounds', "
+                         f"'seed', 'grid'), got {calibration!r:.200}")
+    opts = {k: v for k, v in calibration.items() if k not in ("X", "stragglers")}
+    return scheme.calibrate(build_model(model), calibration["X"], calibration["stragglers"], **opts)
+
+
+def _same_model(X):  # a marker: which workers would run something other than the model
+    raise NotImplementedError
 
 
 def _settle(pairs):

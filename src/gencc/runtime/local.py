@@ -91,8 +91,9 @@ class LocalBackend:
 
     Parameters
     ----------
-    factory : callable, torch module or "module:attr" string
-        Picklable; each worker builds the model from it once at start-up.
+    factory : callable, torch module or "module:attr" string, or a list of N of them
+        Picklable; each worker builds its model from it once at start-up
+        (a list gives each worker its own, e.g. ParM's parity model).
     n_workers : int
     start_method : str, optional
         multiprocessing start method; default "forkserver" on Linux (children
@@ -117,19 +118,24 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, factory, n_workers, *, start_method=None, preload=None, threads=1, start_timeout=120.0):
-        try:
-            pickle.dumps(factory)
-        except Exception as exc:
-            raise TypeError(
-                f"model must be picklable to reach the worker processes (a module-level factory, a torch "
-                f"module or a 'package.module:factory' string), got {type(factory).__name__}: {exc}"
-            ) from None
+        factories = list(factory) if isinstance(factory, (list, tuple)) else [factory] * n_workers
+        if len(factories) != n_workers:
+            raise ValueError(f"model must be one factory or one per worker ({n_workers}), got {len(factories)}")
+        for fac in {id(f): f for f in factories}.values():
+            try:
+                pickle.dumps(fac)
+            except Exception as exc:
+                raise TypeError(
+                    f"model must be picklable to reach the worker processes (a module-level factory, a torch "
+                    f"module or a 'package.module:factory' string), got {type(fac).__name__}: {exc}"
+                ) from None
+        self._factories = factories
         self.factory = factory
         self.n_workers = n_workers
         method = start_method or ("forkserver" if sys.platform.startswith("linux") else "spawn")
         self._ctx = mp.get_context(method)
         if preload is None:
-            preload = ("gencc.runtime.worker", *getattr(factory, "preload", ()))
+            preload = ("gencc.runtime.worker", *dict.fromkeys(m for f in factories for m in getattr(f, "preload", ())))
         if method == "forkserver" and preload:
             self._ctx.set_forkserver_preload(list(preload))
         self.threads = threads
@@ -143,7 +149,7 @@ class LocalBackend:
         self.pid_history: list[int] = []  # every worker process started, for leak checks
 
     def _spawn(self, w):
-        self._workers[w] = _Incarnation(self._ctx, self.factory, w, self.threads, next(self._generations),
+        self._workers[w] = _Incarnation(self._ctx, self._factories[w], w, self.threads, next(self._generations),
                                         self._events)
         self.pids[w] = self._workers[w].pid
         self.pid_history.append(self.pids[w])

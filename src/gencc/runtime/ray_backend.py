@@ -41,7 +41,7 @@ class RayBackend:
 
     Parameters
     ----------
-    factory : callable, torch module or "module:attr" string
+    factory : callable, torch module or "module:attr" string, or a list of N of them
     n_workers : int
     address : str, optional
         Address of an existing Ray cluster; default starts Ray on this machine
@@ -81,9 +81,10 @@ class RayBackend:
         self.pid_history: list[int] = []  # every actor process seen, for leak checks
         self._restarts = [0] * n_workers
 
-    def _new_actor(self):
+    def _new_actor(self, w):
         actor = self._ray.remote(max_restarts=0, max_task_retries=0, num_cpus=self.num_cpus)(_RayWorker)
-        return actor.remote(self.factory, self.threads)
+        factory = self.factory[w] if isinstance(self.factory, (list, tuple)) else self.factory
+        return actor.remote(factory, self.threads)
 
     def start(self):
         ray = self._ray
@@ -94,7 +95,7 @@ class RayBackend:
                 else:
                     loopback_ray_init()
                 self._owns_ray = True
-            self._actors = [self._new_actor() for _ in range(self.n_workers)]
+            self._actors = [self._new_actor(w) for w in range(self.n_workers)]
             try:
                 self.pids = ray.get([a.ready.remote() for a in self._actors], timeout=self.start_timeout)
                 self.pid_history.extend(self.pids)
@@ -167,7 +168,7 @@ class RayBackend:
         for ref, (rw, *_rest) in list(self._refs.items()):
             if rw == w:
                 del self._refs[ref]
-        self._actors[w] = self._new_actor()
+        self._actors[w] = self._new_actor(w)
         self._ready_refs[self._actors[w].ready.remote()] = (w, self._generation[w])
 
     @property

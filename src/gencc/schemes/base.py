@@ -189,13 +189,30 @@ class CodingScheme:
 
         Notes
         -----
-        :func:`gencc.evaluate` honours this hook; the runtime
-        (:mod:`gencc.runtime`) does not yet and runs f on every worker.
+        :func:`gencc.evaluate` honours this hook; the runtime builds each
+        worker's model from :meth:`worker_model`.
         """
         n = check_int(n, "n", minimum=0)
         if n >= self.n_workers:
             raise ValueError(f"n must index a worker in [0, {self.n_workers}), got {n}")
         return f
+
+    def worker_model(self, n, model):
+        """The model factory the runtime gives worker ``n``: ``model`` itself,
+        unless the worker computes another function (ParM's parity worker).
+
+        Parameters
+        ----------
+        n : int
+            Worker index in [0, N).
+        model : factory, torch module or "module:attr"
+            What the runtime builds f from.
+
+        Returns
+        -------
+        factory, torch module or "module:attr"
+        """
+        return model
 
     # -- encoding -----------------------------------------------------------
     def encoder_matrix(self) -> np.ndarray:

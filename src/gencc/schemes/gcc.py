@@ -141,16 +141,16 @@ class GCC(CodingScheme):
     leave-one-out lowered the MSE in every setting but one against
     ``lam_dec="auto"``, by up to 40%, and kept the worst-case rate.
 
-    References
-    ----------
-    .. [1] P. Moradi, H. Akbarinodehi, M. A. Maddah-Ali, "General Coded
-       Computing: Adversarial Settings", 2025.
-
     A systematic GCC trades: for x sin x (d = 4) and a random 784-64-10 tanh
     MLP at (K, N) from (4, 5) to (8, 16) and random stragglers, the inputs it
     decodes had 1.1-10x the MSE of the default GCC's inputs, while the MSE
     over all K inputs was 1.6-4.3x lower for x sin x and 0.95-2x the default's
     for the MLP (``scripts/systematic_placement.py``).
+
+    References
+    ----------
+    .. [1] P. Moradi, H. Akbarinodehi, M. A. Maddah-Ali, "General Coded
+       Computing: Adversarial Settings", 2025.
 
     Examples
     --------

@@ -60,10 +60,6 @@ class LCC(CodingScheme):
         """The recovery threshold (K - 1) deg + 1: exact for polynomial f of that degree."""
         return self.min_returns
 
-    def is_complete(self, returned) -> bool:
-        """True at the recovery threshold: the decode is already exact."""
-        return super().is_complete(returned) or len(set(returned)) >= self.min_returns
-
     def _encoder_matrix(self):
         return barycentric_matrix(self.alpha, lagrange_weights(self.alpha), self.beta)
 

@@ -47,8 +47,9 @@ class ParM(CodingScheme):
 
     The parity worker runs a different function from the others:
     :meth:`worker_function` says so and :func:`gencc.evaluate` honours it.
-    The runtime (:mod:`gencc.runtime`) does not yet, and would run f on the
-    parity worker.
+    The runtime builds the parity model on worker K
+    (:meth:`worker_model`) and re-sends a parity task only to a worker that
+    runs the parity model.
 
     References
     ----------
@@ -148,6 +149,15 @@ class ParM(CodingScheme):
         f = super().worker_function(n, f)
         return self.parity_model if n == self.parity_worker and self.parity_model is not None else f
 
+    def worker_model(self, n, model):
+        """What the runtime builds on worker n: the parity model on worker K.
+
+        The parity model travels to the worker process by pickling (a
+        committed parity model pickles as a reference to its checkpoint)."""
+        if n == self.parity_worker and self.parity_model is not None:
+            return _Built(self.parity_model)
+        return model
+
     # -- encoding / decoding --------------------------------------------------
     def _encoder_matrix(self):
         return np.vstack([np.eye(self.n_inputs), np.ones((1, self.n_inputs))])
@@ -224,3 +234,19 @@ class ParM(CodingScheme):
                 missing=missing, partial=partial, n_returned=idx.size, n_required=K, info=info,
             )
         return Decoded(est, info)
+
+
+class _Built:
+    """A zero-argument factory returning an already built function (picklable if it is)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self):
+        return self.fn
+
+    def __eq__(self, other):
+        return isinstance(other, _Built) and other.fn is self.fn
+
+    def __hash__(self):
+        return id(self.fn)

@@ -87,6 +87,7 @@ class Replication(CodingScheme):
         mask = self.available(idx)
         decoded = super().decode_with_info(Y, returned)
         decoded.info["error_estimate"] = 0.0  # a returned copy is f's own output
+        decoded.info["exact"] = mask
         decoded.info["copies_returned"] = np.bincount(self.assignment[idx], minlength=self.n_inputs)
         if not mask.all():
             missing = np.flatnonzero(~mask)

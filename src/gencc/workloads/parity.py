@@ -132,6 +132,9 @@ class ParityModel(TorchFunction):
     def __repr__(self):
         return f"parity_model({self.name!r}, k={self.k})"
 
+    def __reduce__(self):  # travels to worker processes as a reference to its checkpoint
+        return parity_model, (self.name, self.k)
+
 
 def _base(name: str):
     from . import get
