@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="the main job: at each number of extra workers, which scheme answers best and soonest")
     d.add_argument("--out", default="gencc-demo", help="output folder for the table and plot")
-    d.add_argument("--batches", type=int, default=None, help="batches per run (default 40)")
+    d.add_argument("--batches", type=int, default=None, help="batches per run (default 100)")
     d.add_argument("--extra", default=None, help="comma list of extra-worker counts E (default 1,2,4,8)")
     d.add_argument("--seed", type=int, default=0)
     r = sub.add_parser("reproduce", help="the paper's experiments: error vs N, vs S, Bernoulli stragglers, DNN table, "

@@ -51,13 +51,16 @@ class LoadedWorkload:
 
 @dataclass(frozen=True)
 class Workload:
-    """A registered workload: ``loader()`` builds a :class:`LoadedWorkload`."""
+    """A registered workload: ``loader()`` builds a :class:`LoadedWorkload`;
+    ``model_loader()``, where given, builds only f (what a worker needs,
+    without the data set)."""
 
     name: str
     description: str
     task: str
     loader: Callable[[], LoadedWorkload]
     needs_torch: bool = False
+    model_loader: Callable[[], Callable] | None = None
 
 
 _REGISTRY: dict[str, Workload] = {}
@@ -122,6 +125,10 @@ class WorkloadFactory:
         self.name = name
 
     def __call__(self):
+        _load_builtin()
+        wl = _REGISTRY.get(self.name)
+        if wl is not None and wl.model_loader is not None:
+            return wl.model_loader()  # the model alone: workers need no data set
         return get(self.name).f
 
     @property

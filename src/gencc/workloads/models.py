@@ -223,16 +223,20 @@ class TorchFunction:
         return out.double().numpy()
 
 
-def load_classifier(name: str) -> LoadedWorkload:
+def classifier_model(name: str) -> TorchFunction:
+    """The trained classifier ``name`` alone, as a float64 numpy function (no data set loaded)."""
     path = CHECKPOINTS / f"{name}.pt"
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint {path}: run `python scripts/train_models.py {name}`")
-    recipe = RECIPES[name]
-    model = recipe.architecture()
+    model = RECIPES[name].architecture()
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return TorchFunction(model)
+
+
+def load_classifier(name: str) -> LoadedWorkload:
     record = json.loads((CHECKPOINTS / f"{name}.json").read_text())
-    _, _, X_te, y_te = DATASETS[recipe.dataset][0]()
-    return LoadedWorkload(name, TorchFunction(model), X_te, "classification", record, labels=y_te)
+    _, _, X_te, y_te = DATASETS[RECIPES[name].dataset][0]()
+    return LoadedWorkload(name, classifier_model(name), X_te, "classification", record, labels=y_te)
 
 
 for _name, _desc in [("lenet5", "LeNet-5 style CNN (tanh) on 8x8 digits"),
@@ -240,7 +244,8 @@ for _name, _desc in [("lenet5", "LeNet-5 style CNN (tanh) on 8x8 digits"),
                      ("vit", "small vision transformer (2x2 patches, 4 blocks) on 8x8 digits"),
                      ("lenet5-mnist", "classic LeNet-5 (5x5 convolutions, tanh) on 28x28 MNIST")]:
     register(Workload(_name, _desc + ", trained here", "classification",
-                      lambda n=_name: load_classifier(n), needs_torch=True))
+                      lambda n=_name: load_classifier(n), needs_torch=True,
+                      model_loader=lambda n=_name: classifier_model(n)))
 
 
 # -- the pretrained sentence encoder ------------------------------------------
