@@ -105,7 +105,8 @@ def test_too_many_failures_give_explicit_errors_not_wrong_answers():
     X = RNG.uniform(-3, 3, size=(4, 2))
     bad = Faults(workers={w: "error" for w in range(9)})  # 3 of 12 return: fewer than K = 4
     with CodedExecutor(MODEL, scheme, timeout=20, backend_options=_opts("local"), faults=bad) as ex:
-        with pytest.raises(BatchFailedError, match=r"too few workers returned\): 3 usable results, 4 needed"):
+        # it fails as soon as no outcome could reach 4, whatever has arrived by then
+        with pytest.raises(BatchFailedError, match=r"too few workers returned\): [0-3] usable results, 4 needed"):
             ex.submit(X).result(timeout=30)
     with CodedExecutor(MODEL, scheme, timeout=20, max_error=1e-30, backend_options=_opts("local")) as ex:
         with pytest.raises(BatchFailedError, match="error estimate .* above max_error"):
