@@ -52,10 +52,13 @@ def test_insufficient_fails_waits_or_redispatches():
     assert a.kind == "fail" and "even after re-dispatch" in a.reason
 
 
-def test_timeout_fails_whatever_else_holds():
+def test_timeout_decodes_what_can_be_decoded_and_fails_the_rest():
     a = decide(state(elapsed=5.0), GatherPolicy(None, 5.0, "wait"))
     assert a.kind == "fail" and "timed out after 5 s" in a.reason
     assert decide(state(elapsed=100.0), GatherPolicy(None, 5.0, "wait")).kind == "fail"
+    # no deadline, one straggler still out: at the timeout the K answers in hand are returned
+    assert decide(state(elapsed=4.9, decodable=True), GatherPolicy(None, 5.0, "fail")).kind == "wait"
+    assert decide(state(elapsed=5.0, decodable=True), GatherPolicy(None, 5.0, "fail")).kind == "decode"
 
 
 def test_hang_timer_measures_each_task_not_the_queue():
@@ -167,3 +170,24 @@ def test_a_systematic_code_is_complete_once_every_systematic_worker_returned():
     assert lcc.can_decode([0, 1, 2, 3]) and not lcc.can_decode([0, 1, 2, 4, 5, 6])
     assert lcc.is_complete([0, 1, 2, 3]) and not gencc.LCC(4, 12, degree=2).is_complete(range(7))
     assert lcc.decode_with_info(np.ones((4, 1)), [0, 1, 2, 3]).error_estimate == 0.0
+
+
+def test_an_unforeseen_error_fails_its_batch_not_the_dispatcher():
+    """A scheme raising something unexpected used to kill the dispatcher and strand every future."""
+
+    class Exploding(gencc.GCC):
+        def decode_with_info(self, Y, returned):
+            raise IndexError("boom")
+
+    be = FakeBackend(4)
+    with CodedExecutor("unused", Exploding(2, 4, kernel="sobolev2"), be, timeout=5) as ex:
+        fut = ex.submit(np.ones((2, 1)))
+        with be.lock:
+            be.events = [TaskResult(w, 0, w, np.ones(1), 0.0) for w in range(4)]
+        with pytest.raises(Exception, match="internal error: IndexError"):
+            fut.result(timeout=5)
+        fut2 = ex.submit(np.ones((2, 1)))  # the dispatcher is still alive
+        with be.lock:
+            be.events = [TaskResult(w, 1, w, np.ones(1), 0.0) for w in range(4)]
+        with pytest.raises(Exception, match="internal error"):
+            fut2.result(timeout=5)

@@ -95,7 +95,8 @@ class CodedExecutor:
         inputs without a copy fail one by one). Lower it only knowingly: a
         decode from fewer returns is mostly wrong.
     timeout : float
-        Hard limit per batch, seconds: past it the batch fails (every input gets
+        Hard limit per batch, seconds: past it the batch is decoded from what
+        arrived if that is decodable, and otherwise fails (every input gets
         an explicit error).
     on_insufficient : {"fail", "wait", "redispatch"}
         When the batch cannot become decodable by the deadline (or at all):
@@ -241,6 +242,8 @@ class CodedExecutor:
         fut: Future = Future()
         fut.set_running_or_notify_cancel()
         with self._lock:
+            if self._shutdown:  # shut down while this batch was being encoded
+                raise RuntimeError("cannot submit to an executor that was shut down")
             index = next(self._counter)
             plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
             b = BatchState(index, coded, plan, t1, fut, t1 - t0)
@@ -386,19 +389,42 @@ class CodedExecutor:
 
     # -- dispatcher: moves events, asks `decide` what to do -------------------
     def _loop(self):
-        while not self._stop.is_set():
+        try:
+            while not self._stop.is_set():
+                try:
+                    events = self._backend.poll(0.02)
+                except Exception:  # keep the dispatcher alive; the batch timers still fire
+                    log.exception("backend poll failed")
+                    events = []
+                with self._lock:
+                    now = time.monotonic()
+                    for ev in events:
+                        try:
+                            self._handle(ev, now)
+                        except Exception:  # one bad event must not stop every batch
+                            log.exception("handling an event failed", extra={"event": repr(ev)[:200]})
+                    self._check_hangs(now)
+                    settle = [s for b in list(self._batches.values()) if (s := self._step_or_fail(b, now))]
+                _settle(settle)
+        finally:
+            if not self._stop.is_set():  # died of something unforeseen: no future may wait for ever
+                log.error("dispatcher stopped unexpectedly; failing every pending batch")
+                with self._lock:
+                    settle = [self._fail(b, "dispatcher stopped unexpectedly") for b in list(self._batches.values())]
+                _settle(settle)
+
+    def _step_or_fail(self, b, now):
+        try:
+            return self._step(b, now)
+        except Exception as exc:  # a scheme or backend error fails this batch, not the dispatcher
+            log.exception("batch step failed", extra={"batch": b.index})
+            if b.index not in self._batches:
+                return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, f"internal error: {exc!r}")
             try:
-                events = self._backend.poll(0.02)
-            except Exception:  # keep the dispatcher alive; the batch timers still fire
-                log.exception("backend poll failed")
-                events = []
-            with self._lock:
-                now = time.monotonic()
-                for ev in events:
-                    self._handle(ev, now)
-                self._check_hangs(now)
-                settle = [s for b in list(self._batches.values()) if (s := self._step(b, now))]
-            _settle(settle)
+                return self._fail(b, f"internal error: {exc!r}")
+            except Exception:
+                self._batches.pop(b.index, None)
+                return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, f"internal error: {exc!r}")
 
     def _dispatch(self, b, slot, worker, fault, now):
         self._queues[worker].push(b.index, slot, now)
@@ -441,7 +467,10 @@ class CodedExecutor:
         """Erase the worker's unfinished tasks and replace it: only the executor restarts workers."""
         self._lose_worker(w, why, now)
         self._queues[w].starting = True
-        self._backend.restart(w)
+        try:
+            self._backend.restart(w)
+        except Exception:  # the worker stays lost; its tasks are erasures
+            log.exception("restarting a worker failed", extra={"worker": w})
 
     def _lose_worker(self, w, why, now):
         for batch, slot in self._queues[w].clear():

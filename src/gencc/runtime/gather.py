@@ -25,7 +25,8 @@ class GatherPolicy:
         Seconds after dispatch at which to decode with whatever arrived, if
         that is decodable.
     timeout : float
-        Seconds after dispatch at which the batch fails, whatever else holds.
+        Seconds after dispatch at which the batch ends: decoded if decodable,
+        failed otherwise.
     on_insufficient : {"fail", "wait", "redispatch"}
         When the batch cannot become decodable in time (every outstanding
         task would not be enough, or the deadline passed without enough):
@@ -97,7 +98,8 @@ def decide(state: GatherState, policy: GatherPolicy) -> Action:
     Notes
     -----
     In order: decode when ``enough``; decode when decodable and nothing more
-    can arrive or the deadline passed; fail past ``timeout``; then, if the
+    can arrive or the deadline passed; past ``timeout``, decode if decodable
+    and fail otherwise; then, if the
     batch cannot become decodable (nothing outstanding would suffice) or the
     deadline passed without a decodable set, apply ``on_insufficient``.
     A batch that is not decodable and has nothing outstanding and nothing to
@@ -109,6 +111,8 @@ def decide(state: GatherState, policy: GatherPolicy) -> Action:
     if state.decodable and (state.outstanding == 0 or past_deadline):
         return DECODE
     if state.elapsed >= policy.timeout:
+        if state.decodable:  # the stragglers are late, the answer is not
+            return DECODE
         return Action("fail", f"timed out after {policy.timeout:g} s")
     short = not state.reachable or (past_deadline and not state.decodable)
     if not short:

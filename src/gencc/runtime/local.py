@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import multiprocessing as mp
 import pickle
 import queue
@@ -14,6 +15,8 @@ from .events import Task, WorkerDied, WorkerReady
 from .worker import worker_main
 
 __all__ = ["LocalBackend"]
+
+log = logging.getLogger("gencc.runtime")
 
 _STOP = object()
 
@@ -211,7 +214,8 @@ class LocalBackend:
             self.pids[w] = msg[1]
             return [WorkerReady(w)]
         if msg[0] == "init_error":
-            return [WorkerDied(w, "model failed to build on restart")]
+            log.warning("worker %d failed to build its model on restart:\n%s", w, msg[1])
+            return []  # its "exited" follows and reports the death once
         return [WorkerDied(w, f"crashed (exit code {msg[1]})")]  # "exited"
 
     def restart(self, w):
