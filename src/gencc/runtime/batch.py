@@ -74,6 +74,7 @@ class BatchState:
         self.encode_time = encode_time
         self.results: dict[int, np.ndarray] = {}  # slot -> output
         self.latencies: dict[int, float] = {}
+        self.answered_by: dict[int, int] = {}  # slot -> the worker whose result it is
         self.failed: dict[int, str] = {}
         self.outstanding: dict[int, int] = {}  # slot -> worker computing it
         self.redispatched: set[int] = set()

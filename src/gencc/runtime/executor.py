@@ -418,13 +418,12 @@ class CodedExecutor:
             return self._step(b, now)
         except Exception as exc:  # a scheme or backend error fails this batch, not the dispatcher
             log.exception("batch step failed", extra={"batch": b.index})
-            if b.index not in self._batches:
-                return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, f"internal error: {exc!r}")
+            reason = f"internal error: {exc!r}"
             try:
-                return self._fail(b, f"internal error: {exc!r}")
-            except Exception:
+                return self._fail(b, reason)
+            except Exception:  # failing it cleanly failed too: drop it, its future still gets the error
                 self._batches.pop(b.index, None)
-                return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, f"internal error: {exc!r}")
+                return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, reason)
 
     def _dispatch(self, b, slot, worker, fault, now):
         self._queues[worker].push(b.index, slot, now)
@@ -462,6 +461,7 @@ class CodedExecutor:
             return
         b.results[ev.slot] = np.asarray(ev.output, dtype=np.float64)
         b.latencies[ev.slot] = now - b.t0
+        b.answered_by[ev.slot] = ev.worker
 
     def _restart(self, w, why, now):
         """Erase the worker's unfinished tasks and replace it: only the executor restarts workers."""
@@ -496,7 +496,8 @@ class CodedExecutor:
         """Measure the batch, ask the policy, act; returns (future, value) to settle, if any."""
         usable = b.usable(self._out_shape)
         slots = sorted(usable)
-        missing = b.missing_slots(self.scheme.n_workers)
+        redispatching = self.on_insufficient == "redispatch"
+        missing = b.missing_slots(self.scheme.n_workers) if redispatching else []
         state = GatherState(
             elapsed=now - b.t0,
             enough=len(slots) >= self.n_wait or self.scheme.is_complete(slots),
@@ -514,12 +515,13 @@ class CodedExecutor:
             self._redispatch(b, missing, now)
         return None
 
-    def _helpers(self, b, slot=None):
-        """Workers to re-send to (running the model ``slot`` needs): those that
+    def _helpers(self, b, slot):
+        """Workers to re-send ``slot`` to (running the model it needs): those that
         answered this batch, fastest first, then idle ones."""
-        same = [w for w in range(self.scheme.n_workers) if slot is None or self._models[w] == self._models[slot]]
-        answered = sorted((s for s in b.results if s in same), key=lambda s: b.latencies[s])
-        idle = [w for w in same if not self._queues[w].tasks and w not in answered]
+        same = {w for w in range(self.scheme.n_workers) if self._models[w] == self._models[slot]}
+        fastest = sorted(b.latencies, key=b.latencies.get)
+        answered = list(dict.fromkeys(b.answered_by[s] for s in fastest if b.answered_by[s] in same))
+        idle = [w for w in sorted(same) if not self._queues[w].tasks and w not in answered]
         return [w for w in answered if not self._queues[w].tasks] + idle or answered
 
     def _redispatch(self, b, missing, now):
