@@ -19,9 +19,12 @@ class BatchResult:
     Attributes
     ----------
     batch : int
-    outputs : ndarray, shape (K, *out_shape)
-        Rows listed in ``missing`` are NaN and must not be used: :meth:`output`
-        raises for them.
+    outputs : ndarray, shape (B*K, *out_shape)
+        One row per input of the batch, in the order submitted (B = the
+        batch's micro-batch size, 1 without micro-batching; input ``b*K + k``
+        is input k of the b-th of the B coded batches). Rows listed in
+        ``missing`` are NaN and must not be used: :meth:`output` raises for
+        them.
     missing : tuple of int
         Inputs no returned worker answered (replication/uncoded only).
     returned : tuple of int
@@ -31,6 +34,11 @@ class BatchResult:
         wrong shape). Slots merely too late are in neither.
     latencies : dict of int -> float
         Seconds from dispatch to arrival, per returned slot.
+    compute_seconds : dict of int -> float
+        Seconds each returned slot's worker reported for its task (f on B
+        coded inputs, plus any injected delay).
+    micro_batch : int
+        B: coded inputs per task.
     wall_time, encode_time, decode_time : float
         Seconds.
     error_estimate : float or None
@@ -39,6 +47,8 @@ class BatchResult:
         scheme has none). Compare it with ``max_error`` of the executor, or
         with your own quality floor.
     decode_info : dict
+        The scheme's decode info; a systematic scheme's ``"exact"`` is a
+        boolean mask over the B*K inputs (answered by their own worker).
     """
 
     batch: int
@@ -47,6 +57,8 @@ class BatchResult:
     returned: tuple = ()
     failed: dict = field(default_factory=dict)
     latencies: dict = field(default_factory=dict)
+    compute_seconds: dict = field(default_factory=dict)
+    micro_batch: int = 1
     wall_time: float = 0.0
     encode_time: float = 0.0
     decode_time: float = 0.0
@@ -65,8 +77,9 @@ class BatchResult:
 class BatchState:
     """What the executor tracks about a batch until it is decoded or failed."""
 
-    def __init__(self, index, coded, faults, t0, future, encode_time):
+    def __init__(self, index, coded, faults, t0, future, encode_time, size=1):
         self.index = index
+        self.size = size  # B: coded inputs per task
         self.coded = coded
         self.faults = faults
         self.t0 = t0
@@ -74,17 +87,23 @@ class BatchState:
         self.encode_time = encode_time
         self.results: dict[int, np.ndarray] = {}  # slot -> output
         self.latencies: dict[int, float] = {}
+        self.compute_seconds: dict[int, float] = {}
         self.answered_by: dict[int, int] = {}  # slot -> the worker whose result it is
         self.failed: dict[int, str] = {}
         self.outstanding: dict[int, int] = {}  # slot -> worker computing it
         self.redispatched: set[int] = set()
 
     def usable(self, out_shape) -> dict[int, np.ndarray]:
-        """Results of the expected shape: ``out_shape`` once known, else the
-        most common shape among the results (a lone wrong shape never wins)."""
-        if out_shape is None and self.results:
-            out_shape = Counter(y.shape for y in self.results.values()).most_common(1)[0][0]
-        return {s: y for s, y in self.results.items() if y.shape == out_shape}
+        """Results of the expected shape: (B, *out_shape) once ``out_shape`` (one
+        input's output) is known, else the most common shape among the results
+        (a lone wrong shape never wins)."""
+        if out_shape is None:
+            if not self.results:
+                return {}
+            expected = Counter(y.shape for y in self.results.values()).most_common(1)[0][0]
+        else:
+            expected = (self.size, *out_shape)
+        return {s: y for s, y in self.results.items() if y.shape == expected}
 
     def erase(self, slot, worker, why):
         self.failed[slot] = why if worker == slot else f"{why} (re-run on worker {worker})"

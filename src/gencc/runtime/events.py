@@ -20,7 +20,7 @@ __all__ = ["Task", "TaskResult", "TaskError", "TaskCancelled", "WorkerReady", "W
 
 @dataclass(frozen=True)
 class Task:
-    """One coded input for one worker.
+    """The coded inputs of one batch for one worker.
 
     Attributes
     ----------
@@ -29,15 +29,21 @@ class Task:
     slot : int
         Which coded input of the batch (the worker index it was encoded for;
         differs from the worker that runs it after a re-dispatch).
-    x : ndarray, shape in_shape
+    x : ndarray, shape (B, *in_shape) if ``stacked``, else in_shape
+        The task's coded inputs: B of them under micro-batching (the worker
+        runs f on them in one call and answers shape (B, *out_shape)), else
+        one (the worker answers shape out_shape).
     fault : TaskFault
         Injected fault (experiments); ``TaskFault()`` is none.
+    stacked : bool
+        Whether ``x`` holds B coded inputs along its first axis.
     """
 
     batch: int
     slot: int
     x: np.ndarray
     fault: TaskFault = TaskFault()
+    stacked: bool = False
 
 
 @dataclass(frozen=True)

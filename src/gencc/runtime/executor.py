@@ -18,13 +18,15 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from .._validation import check_int, check_nonnegative
+from .._validation import check_batch, check_int, check_nonnegative
 from ..errors import BatchFailedError, InsufficientReturnsError, InvalidInputError, MissingOutputsError
 from ..schemes.base import CodingScheme
 from .batch import BatchResult, BatchState
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import ON_INSUFFICIENT, GatherPolicy, GatherState, decide
+from .microbatch import decode_stacked, encode_stacked
+from .stream import RequestBatcher
 
 __all__ = ["CodedExecutor"]
 
@@ -77,9 +79,21 @@ class CodedExecutor:
         module, or ``"package.module:factory"``). Each worker builds it once.
     scheme : CodingScheme
         Its ``n_workers`` is the number of workers started.
-    backend : {"local", "ray"} or Backend
-        ``"local"``: worker processes on this machine. ``"ray"``: Ray actors
-        (``pip install gencc[ray]``), on loopback unless ``address`` is given.
+    backend : {"local", "threads", "ray"} or Backend
+        ``"local"``: worker processes on this machine (isolated: a crash or
+        hang is killed and restarted). ``"threads"``: worker threads in this
+        process, for models that release the GIL (torch); no pickling, no
+        pipes, but no isolation (see :class:`~gencc.runtime.threads.ThreadBackend`).
+        ``"ray"``: Ray actors (``pip install gencc[ray]``), on loopback unless
+        ``address`` is given.
+    micro_batch : int
+        B, the coded inputs per task: a batch of B*K inputs is encoded into N
+        tasks of B coded inputs each, and each worker runs f on a batch of B
+        (see :mod:`gencc.runtime.microbatch`). ``map`` and :meth:`submit_one`
+        form batches of B*K inputs. Default 1.
+    batch_window : float
+        Seconds the oldest request given to :meth:`submit_one` waits for its
+        micro-batch to fill before a partial batch is padded and dispatched.
     n_wait : int, optional
         Decode as soon as this many usable results are in (default: all N).
         Whatever ``n_wait`` says, a batch is decoded as soon as the scheme
@@ -135,7 +149,9 @@ class CodedExecutor:
     -----
     Futures follow :mod:`concurrent.futures`, with one difference:
     :meth:`submit` dispatches at once, so its future is already running and
-    ``cancel()`` returns False. ``shutdown(wait=True, cancel_futures=False)``
+    ``cancel()`` returns False (a :meth:`submit_one` request can be cancelled
+    while it waits in the batching window). ``shutdown(wait=True,
+    cancel_futures=False)`` dispatches the requests still in the window and
     lets every pending batch finish (each is bounded by ``timeout``).
 
     Examples
@@ -148,9 +164,9 @@ class CodedExecutor:
     (4, 4)
     """
 
-    def __init__(self, model, scheme, backend="local", *, n_wait=None, deadline=None, n_min=None,
-                 timeout=30.0, on_insufficient="fail", hang_timeout=None, max_error=None, calibration=None,
-                 faults=None, max_in_flight=4, backend_options=None):
+    def __init__(self, model, scheme, backend="local", *, micro_batch=1, batch_window=0.005, n_wait=None,
+                 deadline=None, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None, max_error=None,
+                 calibration=None, faults=None, max_in_flight=4, backend_options=None):
         if not isinstance(scheme, CodingScheme):
             raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
                             f"got {scheme!r}")
@@ -186,6 +202,8 @@ class CodedExecutor:
         self.max_error = None if max_error is None else check_nonnegative(max_error, "max_error")
         self.faults = faults
         self.max_in_flight = check_int(max_in_flight, "max_in_flight")
+        self.micro_batch = check_int(micro_batch, "micro_batch")
+        self.batch_window = check_nonnegative(batch_window, "batch_window")
         self._policy = GatherPolicy(self.deadline, self.timeout, on_insufficient)
         self._models = models  # what each worker runs: a task is re-sent only to a worker running the same
         uniform = all(m is model for m in models)
@@ -199,10 +217,16 @@ class CodedExecutor:
         self._queues = [_WorkerQueue() for _ in range(N)]
         self._out_shape = None
         self._stop = threading.Event()
+        self._sealed = False  # set by shutdown, under the lock, once no batch may be added
         self.stats = Counter()
         self.returned_counts = Counter()  # how many usable results each answered batch was decoded from
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
         self._thread.start()
+        self._stream_lock = threading.Lock()
+        self._stream_shape = None  # in_shape of the first request given to submit_one
+        self._stream_count = itertools.count()
+        self._batcher = RequestBatcher(lambda X: self._submit_batch(X, closing_ok=True),
+                                       self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window)
         log.info("executor started", extra={"backend": self._backend.name, "n_workers": N,
                                             "scheme": type(scheme).__name__})
 
@@ -212,53 +236,119 @@ class CodedExecutor:
             from .local import LocalBackend
 
             return LocalBackend(model, N, **options)
+        if isinstance(backend, str) and backend == "threads":
+            from .threads import ThreadBackend
+
+            return ThreadBackend(model, N, **options)
         if isinstance(backend, str) and backend == "ray":
             from .ray_backend import RayBackend
 
             return RayBackend(model, N, **options)
         if all(hasattr(backend, m) for m in ("start", "submit", "cancel", "poll", "restart", "shutdown")):
             return backend
-        raise ValueError(f"backend must be 'local', 'ray' or a Backend object, got {backend!r}")
+        raise ValueError(f"backend must be 'local', 'threads', 'ray' or a Backend object, got {backend!r}")
 
     # -- public API ---------------------------------------------------------
     def submit(self, X) -> Future:
-        """Encode one batch of K inputs and dispatch it.
+        """Encode one batch of B*K inputs (B <= ``micro_batch``) and dispatch it.
 
         Parameters
         ----------
-        X : array_like, shape (K, *in_shape)
+        X : array_like, shape (B*K, *in_shape)
+            K inputs (B = 1), or B groups of K: input ``b*K + k`` is input k of
+            the b-th coded batch; each worker's task holds B coded inputs.
 
         Returns
         -------
         concurrent.futures.Future
-            Resolves to a :class:`BatchResult`, or raises :class:`BatchFailedError`.
+            Resolves to a :class:`BatchResult` whose ``outputs`` has shape
+            (B*K, *out_shape), or raises :class:`BatchFailedError`.
         """
         with self._shutdown_lock:
             if self._shutdown:
                 raise RuntimeError("cannot submit to an executor that was shut down")
+        return self._submit_batch(X, closing_ok=False)
+
+    def submit_one(self, x) -> Future:
+        """Submit a single input; it is coded with others in a micro-batch.
+
+        Requests are gathered into batches of up to ``micro_batch * K``: a full
+        batch is dispatched at once; a partial one when its oldest request has
+        waited ``batch_window`` seconds, padded to a multiple of K (so a lone
+        request costs one coded batch of K, not B*K).
+
+        Parameters
+        ----------
+        x : array_like, shape in_shape
+            Every request must have the shape of the first one.
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Resolves to f(x)'s estimate, an ndarray of shape out_shape. Raises
+            (from ``result()``) :class:`~gencc.errors.InvalidInputError` for an
+            input that cannot be computed (NaN, Inf, complex, non-numeric,
+            another shape: already failed when returned, and its batch never
+            sees it), :class:`BatchFailedError` if its batch failed,
+            :class:`~gencc.errors.MissingOutputsError` if no returned worker
+            answered it (replication), or ``CancelledError`` if it was cancelled
+            while waiting in the window (``future.cancel()``, or
+            ``shutdown(cancel_futures=True)``).
+
+        Raises
+        ------
+        RuntimeError
+            After :meth:`shutdown`.
+        """
+        with self._shutdown_lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to an executor that was shut down")
+        with self._stream_lock:
+            index = next(self._stream_count)
+            try:
+                arr, shape = _check_input(x, index, self._stream_shape)
+            except InvalidInputError as exc:
+                fut: Future = Future()
+                fut.set_running_or_notify_cancel()
+                fut.set_exception(exc)
+                return fut
+            self._stream_shape = shape
+        return self._batcher.put(arr)
+
+    def _submit_batch(self, X, *, closing_ok: bool) -> Future:
+        """Encode and dispatch; ``closing_ok`` lets shutdown's final flush through."""
+        K = self.scheme.n_inputs
+        X2, in_shape = check_batch(X, "X")  # real, finite, at least one row
+        rows = X2.shape[0]
+        X = X2.reshape((rows, *in_shape))
+        if rows % K or rows // K > self.micro_batch:
+            raise ValueError(f"X must have shape (B*K, *in_shape) with K = {K} and 1 <= B <= micro_batch = "
+                             f"{self.micro_batch}, got shape {X.shape}")
+        B = rows // K
         t0 = time.monotonic()
-        coded = self.scheme.encode(X)
+        coded = encode_stacked(self.scheme, X, B)
         t1 = time.monotonic()
         fut: Future = Future()
         fut.set_running_or_notify_cancel()
         with self._lock:
-            if self._shutdown:  # shut down while this batch was being encoded
+            if (self._shutdown and not closing_ok) or self._sealed:  # shut down while encoding
                 raise RuntimeError("cannot submit to an executor that was shut down")
             index = next(self._counter)
             plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
-            b = BatchState(index, coded, plan, t1, fut, t1 - t0)
+            b = BatchState(index, coded, plan, t1, fut, t1 - t0, size=B)
             self._batches[index] = b
             for slot in range(self.scheme.n_workers):
                 self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), t1)
         return fut
 
     def map(self, inputs, *, return_exceptions=False, progress=False, timeout=None):
-        """Compute f on every input, coded in batches of K, outputs in input order.
+        """Compute f on every input, coded in batches of B*K, outputs in input order.
 
         Parameters
         ----------
         inputs : iterable of array_like, each of shape in_shape
-            Any number of inputs; the last batch is padded (padding is dropped).
+            Any number of inputs, in batches of ``micro_batch * K``; the last
+            batch is padded to a multiple of K (padding is dropped).
             An input that cannot be computed (NaN, Inf, complex, non-numeric,
             a shape unlike the first input's) gets an
             :class:`~gencc.errors.InvalidInputError` of its own and is left out
@@ -276,6 +366,7 @@ class CodedExecutor:
         ndarray, shape out_shape (or an exception with ``return_exceptions``)
         """
         K = self.scheme.n_inputs
+        size = self.micro_batch * K
         end = None if timeout is None else time.monotonic() + check_nonnegative(timeout, "timeout")
         bar = None
         if progress:
@@ -289,7 +380,7 @@ class CodedExecutor:
 
         def flush():
             n_real = len(chunk)
-            rows = chunk + [chunk[-1]] * (K - n_real)
+            rows = chunk + [chunk[-1]] * (-(-n_real // K) * K - n_real)
             fut = self.submit(np.stack(rows))
             for ref in chunk_refs:
                 ref[0] = fut
@@ -333,7 +424,7 @@ class CodedExecutor:
                     ref = [None, len(chunk) - 1]
                     chunk_refs.append(ref)
                     pending.append(ref)
-                    if len(chunk) == K:
+                    if len(chunk) == size:
                         flush()
                 while pending and (not isinstance(pending[0], list) or (
                         pending[0][0] is not None and (pending[0][0].done() or in_flight() >= self.max_in_flight))):
@@ -361,6 +452,8 @@ class CodedExecutor:
             if self._shutdown:
                 return
             self._shutdown = True
+        # requests still in the batching window: dispatched (wait) or cancelled
+        self._batcher.close(flush=wait and not cancel_futures)
         if wait and not cancel_futures:
             with self._lock:
                 futures = [b.future for b in self._batches.values()]
@@ -369,6 +462,8 @@ class CodedExecutor:
                     fut.exception(timeout=self.timeout + 5.0)
                 except TimeoutError:
                     break
+        with self._lock:
+            self._sealed = True
         self._stop.set()
         self._thread.join(timeout=10)
         with self._lock:
@@ -428,7 +523,8 @@ class CodedExecutor:
     def _dispatch(self, b, slot, worker, fault, now):
         self._queues[worker].push(b.index, slot, now)
         b.outstanding[slot] = worker
-        if not self._backend.submit(worker, Task(b.index, slot, b.coded[slot], fault)):
+        x, stacked = (b.coded[slot], True) if b.size > 1 else (b.coded[slot][0], False)
+        if not self._backend.submit(worker, Task(b.index, slot, x, fault, stacked)):
             self._queues[worker].ack(b.index, slot, now)
             del b.outstanding[slot]
             b.erase(slot, worker, "send failed")
@@ -454,13 +550,15 @@ class CodedExecutor:
             b.erase(ev.slot, ev.worker, f"error: {ev.message}")
             self.stats["erasures"] += 1
             return
-        why = _output_problem(ev.output, self._out_shape)
+        y = ev.output if b.size > 1 else _lifted(ev.output)
+        why = _output_problem(y, b.size, self._out_shape)
         if why:
             b.erase(ev.slot, ev.worker, why)
             self.stats["erasures"] += 1
             return
-        b.results[ev.slot] = np.asarray(ev.output, dtype=np.float64)
+        b.results[ev.slot] = np.asarray(y, dtype=np.float64)
         b.latencies[ev.slot] = now - b.t0
+        b.compute_seconds[ev.slot] = ev.seconds
         b.answered_by[ev.slot] = ev.worker
 
     def _restart(self, w, why, now):
@@ -546,21 +644,19 @@ class CodedExecutor:
         for s in set(b.results) - set(usable):
             b.erase(s, s, f"wrong shape {b.results[s].shape}")
         t0 = time.monotonic()
-        Y = np.stack([usable[s] for s in slots])
+        Y = np.stack([usable[s] for s in slots])  # (|F|, B, *out_shape)
         try:
-            dec = self.scheme.decode_with_info(Y, slots)
-            outputs, missing, info, est = dec.estimate, (), dec.info, dec.error_estimate
-        except MissingOutputsError as exc:
-            outputs, missing, info = exc.partial, tuple(int(k) for k in exc.missing), exc.info
-            est = info.get("error_estimate")
+            outputs, missing, info, est = decode_stacked(self.scheme, Y, slots, b.size)
         except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError) as exc:
             return self._fail(b, f"decode failed: {exc}")
         if self.max_error is not None and est is not None and not est <= self.max_error:
             return self._fail(b, f"decoder's error estimate {est:.3g} above max_error {self.max_error:g}")
-        self._out_shape = self._out_shape or Y.shape[1:]
+        if self._out_shape is None:
+            self._out_shape = Y.shape[2:]
         res = BatchResult(
             batch=b.index, outputs=outputs, missing=missing, returned=tuple(int(s) for s in slots),
             failed=dict(b.failed), latencies={int(s): b.latencies[s] for s in slots},
+            compute_seconds={int(s): b.compute_seconds[s] for s in slots}, micro_batch=b.size,
             wall_time=time.monotonic() - b.t0 + b.encode_time, encode_time=b.encode_time,
             decode_time=time.monotonic() - t0, error_estimate=None if est is None else float(est),
             decode_info=info,
@@ -607,16 +703,27 @@ def _settle(pairs):
             fut.set_result(value)
 
 
-def _output_problem(y, out_shape) -> str | None:
-    """Why a worker's output is an erasure, or None if it is usable."""
+def _lifted(y):
+    """A single coded input's output as a batch of one (left as is if not numeric)."""
+    try:
+        return np.asarray(y, dtype=np.float64)[None]
+    except (TypeError, ValueError):
+        return y
+
+
+def _output_problem(y, size, out_shape) -> str | None:
+    """Why a worker's output on a task of ``size`` coded inputs is an erasure,
+    or None if it is usable (shape (size, *out_shape); out_shape once known)."""
     try:
         arr = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError):
         return f"non-numeric output ({type(y).__name__})"
     if not np.all(np.isfinite(arr)):
         return "nan/inf output"
-    if out_shape is not None and arr.shape != out_shape:
-        return f"wrong shape {arr.shape}, expected {out_shape}"
+    if arr.ndim == 0 or arr.shape[0] != size:
+        return f"wrong shape {arr.shape}, expected ({size}, ...): one output per coded input"
+    if out_shape is not None and arr.shape[1:] != out_shape:
+        return f"wrong shape {arr.shape}, expected {(size, *out_shape)}"
     return None
 
 

@@ -95,7 +95,7 @@ class Faults:
 CRASH_EXIT_CODE = 17
 
 
-def run_faulty(compute, fault: TaskFault, *, orphaned=lambda: False):
+def run_faulty(compute, fault: TaskFault, *, orphaned=lambda: False, exit=os._exit):
     """Compute one task as an injected fault says (after its delay): the one
     routine both backends' workers run.
 
@@ -105,7 +105,11 @@ def run_faulty(compute, fault: TaskFault, *, orphaned=lambda: False):
         ``compute()`` returns f of the task's coded input.
     fault : TaskFault
     orphaned : callable
-        True once the master is gone: a hung worker then exits.
+        True once the master is gone (or, for a thread, once it was
+        abandoned): a hung worker then exits.
+    exit : callable
+        ``exit(code)`` ends the worker: ``os._exit`` for a process; the
+        threads backend passes one that raises, ending only its thread.
 
     Returns
     -------
@@ -120,11 +124,11 @@ def run_faulty(compute, fault: TaskFault, *, orphaned=lambda: False):
     :class:`InjectedError`.
     """
     if fault.kind == "crash":
-        os._exit(CRASH_EXIT_CODE)
+        exit(CRASH_EXIT_CODE)
     if fault.kind == "hang":
         while not orphaned():
-            time.sleep(0.2)
-        os._exit(0)
+            time.sleep(0.05)
+        exit(0)
     if fault.kind == "error":
         raise InjectedError("injected error")
     return apply_output_fault(compute(), fault.kind)

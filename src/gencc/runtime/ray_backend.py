@@ -32,7 +32,7 @@ class _RayWorker:
         start = time.monotonic()
         if task.fault.delay:
             await asyncio.sleep(task.fault.delay)
-        y = run_faulty(lambda: compute(self.f, task.x), task.fault)
+        y = run_faulty(lambda: compute(self.f, task.x, task.stacked), task.fault)
         return y, time.monotonic() - start
 
 

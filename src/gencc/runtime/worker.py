@@ -66,8 +66,23 @@ def set_threads(threads: int | None):
         pass
 
 
-def compute(f, x: np.ndarray) -> np.ndarray:
-    """Run f on a single coded input (as a batch of one)."""
+def compute(f, x: np.ndarray, stacked: bool = False) -> np.ndarray:
+    """Run f on one task's coded inputs.
+
+    Parameters
+    ----------
+    f : callable
+        The vectorised model.
+    x : ndarray, shape (B, *in_shape) if ``stacked``, else in_shape
+        The task's B coded inputs (micro-batching), or its one coded input.
+    stacked : bool
+
+    Returns
+    -------
+    ndarray, shape (B, *out_shape) if ``stacked``, else out_shape; float64
+    """
+    if stacked:
+        return np.asarray(f(x), dtype=np.float64)
     return np.asarray(f(x[None]), dtype=np.float64)[0]
 
 
@@ -132,7 +147,7 @@ def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | No
             events_out.send(TaskCancelled(worker_id, task.batch, task.slot))
             continue
         try:
-            y = run_faulty(lambda: compute(f, task.x), task.fault, orphaned=orphaned)
+            y = run_faulty(lambda: compute(f, task.x, task.stacked), task.fault, orphaned=orphaned)
             events_out.send(TaskResult(worker_id, task.batch, task.slot, y, time.monotonic() - start))
         except Exception as exc:  # an erasure for the master, not the end of this worker
             events_out.send(TaskError(worker_id, task.batch, task.slot, f"{type(exc).__name__}: {exc}",
