@@ -13,7 +13,7 @@ from gencc.runtime import BatchFailedError, CodedExecutor, Faults
 
 MODEL = "_models:xsinx"
 RNG = np.random.default_rng(0)
-BACKENDS = ["local", pytest.param("ray", marks=pytest.mark.ray)]
+BACKENDS = ["local", "threads", pytest.param("ray", marks=pytest.mark.ray)]
 
 
 def f(X):
@@ -23,6 +23,8 @@ def f(X):
 def _opts(backend):
     if backend == "ray":
         pytest.importorskip("ray")
+        return {}
+    if backend == "threads":
         return {}
     return {"preload": ("gencc.runtime.worker", "_models")}
 

@@ -194,7 +194,7 @@ def test_short_chaos_soak_accounts_for_every_input(backend):
     assert r.pids_left == 0 and r.pids_seen > 12
 
 
-@pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.ray)])
+@pytest.mark.parametrize("backend", ["local", "threads", pytest.param("ray", marks=pytest.mark.ray)])
 @pytest.mark.timeout(120)
 def test_a_hung_worker_is_restarted_while_batches_keep_finishing_without_it(backend):
     """Defect 2, on both backends: finished batches cancel the hung task, which must not hide the hang."""

@@ -1,0 +1,249 @@
+"""Coded micro-batches, the streaming submit_one and the threads backend: real properties, no timing."""
+
+import threading
+import time
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+import gencc
+from gencc.errors import BatchFailedError, InvalidInputError, MissingOutputsError
+from gencc.runtime import CodedExecutor, Faults
+from gencc.runtime.microbatch import decode_stacked, encode_stacked, requests_of_inputs
+from gencc.runtime.stream import RequestBatcher, due, padded_rows
+from gencc.runtime.threads import ThreadBackend
+
+from test_runtime import MODEL, _alive, _importable_models, _opts, f  # noqa: F401
+
+RNG = np.random.default_rng(11)
+BACKENDS = ["local", "threads"]
+
+
+# -- the stacking itself (no workers) -----------------------------------------------------------
+@pytest.mark.parametrize("scheme", [gencc.BACC(4, 10), gencc.LCC(3, 8, degree=1), gencc.GCC(4, 10, kernel="sobolev2"),
+                                    gencc.GCC(4, 10, worker_points="systematic", kernel="sobolev2")])
+def test_stacked_coding_equals_coding_each_batch_for_a_fixed_decoder(scheme):
+    K, B = scheme.n_inputs, 5
+    X = RNG.uniform(-2, 2, size=(B * K, 2, 3))
+    coded = encode_stacked(scheme, X, B)
+    assert coded.shape == (scheme.n_workers, B, 2, 3)
+    for b in range(B):  # worker n's b-th coded input is batch b's n-th coded input
+        np.testing.assert_allclose(coded[:, b], scheme.encode(X[b * K:(b + 1) * K]), rtol=1e-12, atol=1e-12)
+    returned = [0, 2, 3, 5, 6, 7] if scheme.n_workers == 8 else [1, 2, 4, 5, 7, 8, 9]
+    Y = f(coded)[returned]
+    out, missing, info, _ = decode_stacked(scheme, Y, returned, B)
+    assert out.shape == (B * K, 2, 3) and missing == ()
+    for b in range(B):
+        np.testing.assert_allclose(out[b * K:(b + 1) * K], scheme.decode(f(coded[:, b])[returned], returned),
+                                   rtol=1e-9, atol=1e-12)
+    if scheme.systematic:  # inputs 1 and 2 were answered by their own worker, in every one of the B batches
+        assert info["exact"].tolist() == [False, True, True, False] * B
+
+
+def test_the_adaptive_decoder_chooses_its_kernel_jointly_over_the_stacked_batches():
+    scheme, K, B = gencc.GCC(4, 10), 4, 3
+    X = RNG.uniform(-2, 2, size=(B * K, 2))
+    coded = encode_stacked(scheme, X, B)
+    returned = [0, 1, 3, 4, 6, 8, 9]
+    Y = f(coded)[returned]  # (7, B, 2)
+    out, _, info, est = decode_stacked(scheme, Y, returned, B)
+    joint = scheme.decode_with_info(Y.reshape(len(returned), B * 2), returned)  # one decode of (7, B*2)
+    np.testing.assert_allclose(out, joint.estimate.reshape(K, B, 2).transpose(1, 0, 2).reshape(B * K, 2))
+    assert est == joint.error_estimate
+
+
+def test_a_replicated_input_without_a_copy_is_missing_in_every_stacked_batch():
+    scheme, B = gencc.Replication(2, 4), 3
+    X = RNG.uniform(-1, 1, size=(B * 2, 2))
+    coded = encode_stacked(scheme, X, B)
+    out, missing, _, _ = decode_stacked(scheme, f(coded)[[0, 2]], [0, 2], B)  # both copies of input 1 lost
+    assert missing == requests_of_inputs([1], 2, B) == (1, 3, 5)
+    np.testing.assert_allclose(out[[0, 2, 4]], f(X[[0, 2, 4]]))
+    assert np.isnan(out[[1, 3, 5]]).all()
+
+
+# -- on real workers ----------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_micro_batched_answers_equal_the_simulated_decode_of_the_same_returned_set(backend):
+    scheme, B = gencc.GCC(4, 10), 3  # adaptive: compared with the joint decode of the same returns
+    faults = Faults(workers={2: "error", 5: "nan", 7: "wrong_shape", 8: "crash"})
+    X = RNG.uniform(-3, 3, size=(B * 4, 3))
+    with CodedExecutor(MODEL, scheme, backend, micro_batch=B, timeout=60, faults=faults,
+                       backend_options=_opts(backend)) as ex:
+        res = ex.submit(X).result(timeout=90)
+    assert res.micro_batch == B and res.outputs.shape == (B * 4, 3)
+    assert set(res.failed) == {2, 5, 7, 8} and "shape" in res.failed[7]
+    ret = list(res.returned)
+    assert ret == [0, 1, 3, 4, 6, 9]
+    expected, _, _, est = decode_stacked(scheme, f(encode_stacked(scheme, X, B))[ret], ret, B)
+    np.testing.assert_allclose(res.outputs, expected, rtol=1e-9, atol=1e-12)
+    assert res.error_estimate == pytest.approx(est) and set(res.compute_seconds) == set(ret)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_systematic_and_replicated_micro_batches_are_exact_with_no_stragglers(backend):
+    X = list(RNG.uniform(-3, 3, size=(30, 2)))  # not a multiple of B*K: the last batch is padded
+    with CodedExecutor(MODEL, gencc.GCC(4, 8, worker_points="systematic"), backend, micro_batch=4, timeout=60,
+                       backend_options=_opts(backend)) as ex:
+        outs = list(ex.map(X))
+        res = ex.submit(np.stack(X[:8])).result(timeout=60)  # B = 2 <= micro_batch
+    np.testing.assert_allclose(np.stack(outs), f(np.stack(X)), rtol=1e-12)
+    assert res.decode_info["exact"].shape == (8,) and res.decode_info["exact"].all()
+    np.testing.assert_allclose(res.outputs, f(np.stack(X[:8])), rtol=1e-12)
+    with CodedExecutor(MODEL, gencc.Replication(3, 6), backend, micro_batch=2, timeout=60,
+                       backend_options=_opts(backend)) as ex:
+        outs = list(ex.map(X))
+    np.testing.assert_allclose(np.stack(outs), f(np.stack(X)), rtol=1e-12)
+
+
+def test_map_with_micro_batches_answers_each_bad_input_by_itself():
+    X = [RNG.uniform(-1, 1, size=2) for _ in range(13)]
+    X[4] = np.array([np.nan, 1.0])  # the fast path: checked with its chunk
+    X[9] = np.ones(3)  # another shape
+    with CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=3, timeout=60) as ex:
+        outs = list(ex.map(X, return_exceptions=True))
+    assert len(outs) == 13
+    assert isinstance(outs[4], InvalidInputError) and "input 4" in str(outs[4])
+    assert isinstance(outs[9], InvalidInputError) and "input 9" in str(outs[9])
+    good = [k for k in range(13) if k not in (4, 9)]
+    np.testing.assert_allclose(np.stack([outs[k] for k in good]), f(np.stack([X[k] for k in good])))
+
+
+def test_submit_checks_the_batch_size():
+    with CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=2, timeout=20) as ex:
+        with pytest.raises(ValueError, match=r"X must have shape \(B\*K, \*in_shape\) with K = 2 and 1 <= B <= "
+                                             r"micro_batch = 2, got shape \(6, 1\)"):
+            ex.submit(np.ones((6, 1)))
+        with pytest.raises(ValueError, match=r"X must have shape .* got shape \(3, 1\)"):
+            ex.submit(np.ones((3, 1)))
+    with pytest.raises(ValueError, match="micro_batch must be"):
+        CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=0)
+    with pytest.raises(ValueError, match="batch_window must be"):
+        CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", batch_window=-1)
+
+
+# -- the streaming submit -----------------------------------------------------------------------
+def test_the_window_policy():
+    assert due(6, 6, 0.0, 1.0)  # full
+    assert not due(5, 6, 0.5, 1.0) and due(5, 6, 1.0, 1.0)  # partial: only once the window expired
+    assert not due(0, 6, 10.0, 1.0)
+    assert [padded_rows(n, 4) for n in (1, 4, 5, 8)] == [4, 4, 8, 8]
+
+
+def test_a_batcher_pads_a_partial_batch_and_gives_every_request_its_row():
+    got = []
+
+    class Res:
+        def output(self, i):
+            if i == 2:
+                raise MissingOutputsError("no copy", missing=np.array([2]), partial=None, n_returned=0,
+                                          n_required=1)
+            return got[-1][i]
+
+    def dispatch(X):
+        got.append(X)
+        fut = Future()
+        fut.set_result(Res())
+        return fut
+
+    batcher = RequestBatcher(dispatch, capacity=8, K=4, window=3600.0)
+    futs = [batcher.put(np.full(2, float(i))) for i in range(11)]  # one full batch, 3 left waiting
+    assert len(got) == 1 and got[0].shape == (8, 2)
+    assert not any(fu.done() for fu in futs[8:])
+    futs[9].cancel()  # still waiting in the window: cancellable
+    batcher.close(flush=True)
+    assert got[1].shape == (4, 2)  # 2 live requests padded to K = 4
+    np.testing.assert_allclose(got[1][:, 0], [8, 10, 10, 10])
+    assert futs[9].cancelled() and futs[10].result()[0] == 10 and futs[8].result()[0] == 8
+    with pytest.raises(MissingOutputsError):
+        futs[2].result()
+    with pytest.raises(RuntimeError, match="shut down"):
+        batcher.put(np.zeros(2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_stream_of_single_requests_is_answered_and_shutdown_loses_none(backend):
+    X = RNG.uniform(-3, 3, size=(10, 2))
+    scheme = gencc.Replication(3, 6)
+    ex = CodedExecutor(MODEL, scheme, backend, micro_batch=2, batch_window=3600.0, timeout=60,
+                       backend_options=_opts(backend))
+    try:
+        futs = [ex.submit_one(x) for x in X]  # 6 fill a batch; 4 wait for a window that never expires
+        np.testing.assert_allclose(np.stack([fu.result(timeout=60) for fu in futs[:6]]), f(X[:6]))
+        assert not any(fu.done() for fu in futs[6:])
+        bad = ex.submit_one(np.array([np.inf, 0.0]))
+        other = ex.submit_one(np.ones(3))
+        with pytest.raises(InvalidInputError, match="NaN or Inf"):
+            bad.result(timeout=0)
+        with pytest.raises(InvalidInputError, match="shape"):
+            other.result(timeout=0)
+    finally:
+        ex.shutdown(wait=True)  # the 4 waiting requests are dispatched, not lost
+    np.testing.assert_allclose(np.stack([fu.result(timeout=0) for fu in futs[6:]]), f(X[6:]))
+    with pytest.raises(RuntimeError, match="shut down"):
+        ex.submit_one(X[0])
+
+
+def test_the_window_expiring_dispatches_a_partial_batch():
+    with CodedExecutor(MODEL, gencc.GCC(4, 8, worker_points="systematic"), "threads", micro_batch=8,
+                       batch_window=0.05, timeout=60) as ex:
+        x = RNG.uniform(-1, 1, size=3)
+        y = ex.submit_one(x).result(timeout=60)  # nothing else comes: only the window can send it
+        assert ex._batcher.partial == 1 and ex._batcher.batches == 1
+    np.testing.assert_allclose(y, f(x), rtol=1e-12)
+
+
+def test_shutdown_with_cancel_futures_cancels_the_waiting_requests_and_fails_the_running_ones():
+    ex = CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=1, batch_window=3600.0, timeout=60,
+                       faults=Faults(workers={0: "slow", 1: "slow", 2: "slow", 3: "slow"}, slow_delay=30.0))
+    running = [ex.submit_one(RNG.uniform(size=2)) for _ in range(2)]  # a full batch: dispatched, slow
+    waiting = ex.submit_one(RNG.uniform(size=2))
+    ex.shutdown(wait=True, cancel_futures=True)
+    assert waiting.cancelled()
+    for fu in running:
+        with pytest.raises(BatchFailedError, match="shut down"):
+            fu.result(timeout=0)
+
+
+def test_concurrent_streams_are_all_answered():
+    X = RNG.uniform(-3, 3, size=(4, 40, 2))
+    results = [None] * 4
+    with CodedExecutor(MODEL, gencc.Replication(4, 8), "threads", micro_batch=4, batch_window=0.01,
+                       timeout=60) as ex:
+        def client(c):
+            futs = [ex.submit_one(x) for x in X[c]]
+            results[c] = np.stack([fu.result(timeout=60) for fu in futs])
+
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    for c in range(4):
+        np.testing.assert_allclose(results[c], f(X[c]))
+
+
+# -- the threads backend --------------------------------------------------------------------------
+def test_a_thread_that_crashes_is_an_erasure_and_is_replaced_not_the_process():
+    with CodedExecutor(MODEL, gencc.BACC(3, 6), "threads", timeout=30, faults=Faults(workers={4: "crash"})) as ex:
+        for _ in range(3):
+            res = ex.submit(RNG.uniform(-1, 1, size=(3, 2))).result(timeout=30)
+            assert 4 in res.failed and 4 not in res.returned
+        assert ex.stats["crashes"] >= 1 and ex.backend.restarts[4] >= 1
+    assert ex.backend.pid_history == []
+
+
+def test_restarts_past_the_cap_of_abandoned_threads_wait_for_one_to_end():
+    be = ThreadBackend(MODEL, 4, max_abandoned=0)
+    with CodedExecutor(MODEL, gencc.Replication(2, 4), be, timeout=30, hang_timeout=0.3,
+                       faults=Faults(workers={3: "hang"})) as ex:
+        end = time.monotonic() + 60
+        while be.restarts[3] < 2 and time.monotonic() < end:  # worker 3 hangs on every task
+            res = ex.submit(RNG.uniform(-1, 1, size=(2, 2))).result(timeout=30)
+            assert res.missing == ()  # the batches finish from the other copies
+        # the first restart was refused (one abandoned thread is over the cap of 0); the worker came back
+        # once that thread ended, hung again and was restarted again
+        assert ex.stats["hangs"] >= 2 and be.restarts[3] >= 2
+    with pytest.raises(ValueError, match="max_abandoned must be"):
+        ThreadBackend(MODEL, 4, max_abandoned=-1)
