@@ -18,6 +18,10 @@ all N, no stragglers. For each backend and B, in the same run:
   tasks: more than ``f_ms`` where N calls of B cost more than one of N*B),
   and ``transport_ms = wall_ms - encode_ms - decode_ms - f_ms``, the rest
   (transport, dispatch, gather, map);
+* ``f_split_ms``: f on the same coded inputs in N calls of B, in this process:
+  what f itself costs once the work is split over N workers, and
+  ``own_excl_split/f = (wall_ms - f_split_ms) / f_ms``, the runtime's cost
+  beyond that split;
 * ``cpu_ms``: CPU seconds per batch of this process and every worker process
   together, and ``cpu/f``: the same comparison counted in core time, which
   does not depend on how the work spreads over the cores.
@@ -70,19 +74,23 @@ def _cpu(ex) -> float:
     return total + sum(_proc_cpu(p) for p in pids)
 
 
-def f_reference(f, X, B, reps=15) -> float:
-    """Median seconds of f on N*B coded inputs in one call (one compute thread)."""
+def f_reference(f, X, B, reps=15) -> tuple[float, float]:
+    """Median seconds of f on N*B coded inputs in one call, and in N calls of B (one compute thread)."""
     coded = np.resize(GCC(K, N).encode(X[:K]), (N * B, *X.shape[1:]))
     f(coded)
-    times = []
+    one, split = [], []
     for _ in range(reps):
         t = time.perf_counter()
         f(coded)
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+        one.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for n in range(N):
+            f(coded[n * B:(n + 1) * B])
+        split.append(time.perf_counter() - t)
+    return float(np.median(one)), float(np.median(split))
 
 
-def run(backend, scheme, B, X, f_s, *, seconds, max_in_flight, options):
+def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options):
     size = B * K
     inputs = np.resize(X, (size * 400, *X.shape[1:]))
     ex = CodedExecutor(WorkloadFactory("lenet5"), SCHEMES[scheme](), backend, micro_batch=B, timeout=60,
@@ -110,6 +118,7 @@ def run(backend, scheme, B, X, f_s, *, seconds, max_in_flight, options):
         "own/f": (wall_b - f_s) / f_s,
         "encode_ms": 1e3 * enc, "decode_ms": 1e3 * dec, "f_workers_ms": 1e3 * tm["compute"] / n_batches,
         "transport_ms": 1e3 * (wall_b - enc - dec - f_s),
+        "f_split_ms": 1e3 * split_s, "own_excl_split/f": (wall_b - split_s) / f_s,
         "cpu_ms": 1e3 * cpu / n_batches, "cpu/f": cpu / n_batches / f_s,
     }
 
@@ -143,11 +152,11 @@ def main(argv=None):
         for scheme in args.schemes.split(","):
             for B in sizes:
                 t = time.perf_counter()
-                rows.append(run(backend, scheme, B, X, refs[B], seconds=args.seconds,
+                rows.append(run(backend, scheme, B, X, *refs[B], seconds=args.seconds,
                                 max_in_flight=args.max_in_flight, options=options))
                 print(f"  {backend} {scheme} B={B}: {time.perf_counter() - t:.1f} s", file=sys.stderr)
     cols = ["backend", "scheme", "B", "batches", "inputs_per_s", "f_ms", "wall_ms", "own_ms", "own/f", "encode_ms",
-            "transport_ms", "decode_ms", "f_workers_ms", "cpu_ms", "cpu/f"]
+            "transport_ms", "decode_ms", "f_workers_ms", "f_split_ms", "own_excl_split/f", "cpu_ms", "cpu/f"]
     print(format_table(rows, cols, title=f"runtime overhead: lenet5, K = {K}, N = {N}, no stragglers, "
                                          f"{os.cpu_count()} cores"))
     if args.out:
