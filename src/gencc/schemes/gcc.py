@@ -7,7 +7,8 @@ import numpy as np
 from .._validation import check_nonnegative
 from ..kernels import Kernel, make_kernel
 from ..ridge import CRITERIA, KernelRidge, select_ridge
-from .base import CodingScheme
+from ._cache import DecoderEntry
+from .base import _ENCODE_CHUNK, CodingScheme
 
 __all__ = ["GCC", "LeTCC", "DEFAULT_CANDIDATES", "CALIBRATION_GRID"]
 
@@ -286,8 +287,26 @@ class GCC(CodingScheme):
         """Whether the decoder depends on the returned outputs (auto selection)."""
         return len(self._kernels) > 1 or self.lam_dec == "auto"
 
+    @property
+    def caches_decoders(self) -> bool:
+        """True with a fixed kernel and ridge (not :attr:`adaptive`): see
+        :meth:`~gencc.schemes.base.CodingScheme.set_decoder_cache`."""
+        return not self.adaptive
+
     def _encoder_matrix(self):
         return KernelRidge(self._enc, self.lam_enc).smoother_matrix(self.alpha, self.beta)
+
+    def _encode_free(self, X2):
+        """Fit the encoder's kernel ridge regression to X (K, p) and evaluate it at beta: (N, p)."""
+        fit = KernelRidge(self._enc, self.lam_enc).fit(self.alpha, X2)
+        return np.vstack([fit.predict(self.beta[i : i + _ENCODE_CHUNK]).reshape(-1, X2.shape[1])
+                          for i in range(0, self.n_workers, _ENCODE_CHUNK)])
+
+    def _decoder_entry_sorted(self, idx):
+        """One fit to the identity: the decoder (K, |F|) and the leave-one-out map (|F|, |F|)."""
+        fit = KernelRidge(self._kernels[0], self.lam_dec).fit(self.beta[idx], np.eye(idx.size))
+        return DecoderEntry(None, fit.predict(self.alpha), fit.loo_residuals_, not np.isnan(fit.loo_mse_),
+                            {"kernel": str(fit.kernel), "lam_dec": fit.lam_effective_})
 
     def _fit_decoder(self, idx, Y2):
         t = self.beta[idx]

@@ -7,7 +7,8 @@ from numpy.polynomial import chebyshev
 
 from .._validation import check_int
 from ..interpolation import barycentric_matrix, lagrange_weights
-from .base import CodingScheme
+from ._cache import DecoderEntry
+from .base import _ENCODE_CHUNK, CodingScheme
 
 __all__ = ["LCC"]
 
@@ -60,8 +61,20 @@ class LCC(CodingScheme):
         """The recovery threshold (K - 1) deg + 1: exact for polynomial f of that degree."""
         return self.min_returns
 
+    @property
+    def caches_decoders(self) -> bool:
+        return True
+
     def _encoder_matrix(self):
         return barycentric_matrix(self.alpha, lagrange_weights(self.alpha), self.beta)
+
+    def _encode_free(self, X2):
+        w = lagrange_weights(self.alpha)
+        return np.vstack([barycentric_matrix(self.alpha, w, self.beta[i : i + _ENCODE_CHUNK]) @ X2
+                          for i in range(0, self.n_workers, _ENCODE_CHUNK)])
+
+    def _decoder_entry_sorted(self, idx):
+        return DecoderEntry(None, self._decoder_matrix_sorted(idx, None))
 
     def _decoder_matrix_sorted(self, idx, Y2):
         D = self.min_returns - 1
