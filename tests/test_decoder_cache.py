@@ -228,6 +228,7 @@ ENCODERS = {
     "bacc": (lambda: gencc.BACC(K, N), 1e-12),
     "lcc": (lambda: gencc.LCC(K, N), 1e-12),
     "replication": (lambda: gencc.Replication(K, N), 0.0),
+    "uncoded": (lambda: gencc.Uncoded(K), 0.0),
 }
 
 
@@ -240,12 +241,13 @@ def test_matrix_free_encode_equals_matrix(name):
     ref = dense.encoder_matrix() @ X.reshape(K, -1)
     got = free.encode(X)
     assert free._E is None  # no (N, K) matrix was formed
-    assert got.shape == (N, 2, 3) and _rel(got.reshape(N, -1), ref) <= tol
+    n = dense.n_workers
+    assert got.shape == (n, 2, 3) and _rel(got.reshape(n, -1), ref) <= tol
     if dense.systematic:
         np.testing.assert_array_equal(got[:K], X)
     Xb = np.random.default_rng(6).normal(size=(3, K, 2, 3))
     for s in (dense, free):
         many = s.encode_many(Xb)
-        assert many.shape == (3, N, 2, 3)
+        assert many.shape == (3, n, 2, 3)
         for b in range(3):
             assert _rel(many[b], dense.encode(Xb[b])) <= max(tol, 1e-14)

@@ -436,7 +436,8 @@ class CodingScheme:
         if exact is not None and exact.all():  # every systematic worker returned: nothing to decode
             est, info = np.empty((K, Y2.shape[1])), {"error_estimate": 0.0}
         else:
-            idx_s, Ys = idx[order], Y2[order]
+            in_order = bool(np.all(order[1:] > order[:-1]))  # already sorted by beta: no copy
+            idx_s, Ys = (idx, Y2) if in_order else (idx[order], Y2[order])
             if entry is _LOOKUP:
                 entry = self._entry(idx_s)
             if entry is None:

@@ -76,6 +76,12 @@ class LCC(CodingScheme):
     def _decoder_entry_sorted(self, idx):
         return DecoderEntry(None, self._decoder_matrix_sorted(idx, None))
 
+    def _decode_sorted(self, idx, Y2):
+        # least squares on the outputs themselves: no (K, |F|) matrix on a direct decode
+        D = self.min_returns - 1
+        coef = np.linalg.lstsq(chebyshev.chebvander(self.beta[idx], D), Y2, rcond=None)[0]
+        return chebyshev.chebvander(self.alpha, D) @ coef, {}
+
     def _decoder_matrix_sorted(self, idx, Y2):
         D = self.min_returns - 1
         V = chebyshev.chebvander(self.beta[idx], D)

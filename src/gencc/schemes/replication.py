@@ -82,8 +82,8 @@ class Replication(CodingScheme):
             D[k, col] = 1.0
         return D
 
-    def _encode_free(self, X2):
-        return X2[self.assignment]
+    def _encode2(self, X2):
+        return X2[self.assignment]  # worker n gets a copy of x_{assignment[n]}: a gather, no (N, K) product
 
     def _decode_sorted(self, idx, Y2):
         # a copy per input: the first returned worker holding it (a gather, not a product)
