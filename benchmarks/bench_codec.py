@@ -20,7 +20,9 @@ and for every scheme (a best-of-repeats time, and its ratio to the product):
 - ``decode_cold``: the first decode of a returned set (decoded directly);
 - ``decode_build``: its second decode (a cacheable scheme builds and stores the
   (K, |F|) decoder: the one-off price of the cache);
-- ``decode_cached``: a repeated decode (one matrix product when cached);
+- ``decode_cached``: a repeated decode of the same set (one matrix product where the
+  scheme caches decoders, column ``caches``; ``gcc``'s automatic selection and
+  ``replication`` decode afresh every time);
 - ``decode_info``: a repeated ``decode_with_info`` (adds the leave-one-out error,
   an (|F|, |F|) @ (|F|, m) product when cached); this is what the runtime calls;
 - ``decode_over_dnn``: ``decode_cached / dnn_s``.
@@ -282,7 +284,7 @@ def main(argv=None):
         block = []
         for name in args.schemes:
             t = measure_scheme(name, K, N, X, f_out, rng, budget, progress)
-            row = {"N": N, "K": K, "F": nF, "scheme": name}
+            row = {"N": N, "K": K, "F": nF, "scheme": name, "caches": SCHEMES[name](K, N).caches_decoders}
             for op in OPS:
                 row[f"{op}_s"] = t[op]
                 ref = b["matmul_enc_s"] if op.startswith("encode") else b["matmul_dec_s"]
