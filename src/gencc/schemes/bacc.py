@@ -6,7 +6,7 @@ import numpy as np
 
 from ..interpolation import barycentric_matrix, berrut_weights
 from ._cache import DecoderEntry
-from .base import _ENCODE_CHUNK, CodingScheme
+from .base import CodingScheme, _row_blocks
 
 __all__ = ["BACC"]
 
@@ -50,8 +50,8 @@ class BACC(CodingScheme):
 
     def _encode_free(self, X2):
         w = berrut_weights(self.n_inputs)
-        return np.vstack([barycentric_matrix(self.alpha, w, self.beta[i : i + _ENCODE_CHUNK]) @ X2
-                          for i in range(0, self.n_workers, _ENCODE_CHUNK)])
+        return np.vstack([barycentric_matrix(self.alpha, w, self.beta[rows]) @ X2
+                          for rows in _row_blocks(self.n_workers, self.n_inputs)])
 
     def _decoder_matrix_sorted(self, idx, Y2):
         return barycentric_matrix(self.beta[idx], berrut_weights(idx.size), self.alpha)
@@ -62,7 +62,10 @@ class BACC(CodingScheme):
         return DecoderEntry(None, self._decoder_matrix_sorted(idx, None), loo, n >= 3)
 
     def _decode_sorted(self, idx, Y2):
-        return self._decoder_matrix_sorted(idx, Y2) @ Y2, {"loo_mse": self._loo_mse(idx, Y2)}
+        # the (K, |F|) interpolation map in blocks of rows: never more than 32 MiB of it at once
+        t, w = self.beta[idx], berrut_weights(idx.size)
+        est = np.vstack([barycentric_matrix(t, w, self.alpha[rows]) @ Y2 for rows in _row_blocks(self.n_inputs, idx.size)])
+        return est, {"loo_mse": self._loo_mse(idx, Y2)}
 
     def _loo_mse(self, idx, Y2) -> float:
         """Mean squared error of predicting each returned output from the others
@@ -72,12 +75,9 @@ class BACC(CodingScheme):
             return float("nan")
         t = self.beta[idx]
         sq = 0.0
-        for i in range(0, n, _LOO_CHUNK):
-            sq += float(np.sum((_loo_matrix(t, slice(i, i + _LOO_CHUNK)) @ Y2) ** 2))
+        for rows in _row_blocks(n, n):
+            sq += float(np.sum((_loo_matrix(t, rows) @ Y2) ** 2))
         return sq / Y2.size
-
-
-_LOO_CHUNK = 1024
 
 
 def _loo_matrix(t, rows=slice(None)):

@@ -20,9 +20,15 @@ __all__ = ["CodingScheme", "Decoded", "ENCODER_MATRIX_BYTES"]
 # encode() keeps and multiplies by the (N, K) encoder matrix while it holds at
 # most this many bytes; above it, schemes with a matrix-free encoder use it.
 ENCODER_MATRIX_BYTES = 64 * 2**20
-# rows of the encoder evaluated at once on the matrix-free path
-_ENCODE_CHUNK = 4096
+# elements (32 MiB of float64) of a linear map formed at once on the matrix-free paths
+_BLOCK_ELEMENTS = 2**22
 _LOOKUP = object()  # _decode2: look the decoder up in the cache
+
+
+def _row_blocks(n_rows: int, n_cols: int):
+    """Slices of [0, n_rows) whose (rows, n_cols) block holds at most _BLOCK_ELEMENTS elements."""
+    step = max(1, _BLOCK_ELEMENTS // max(n_cols, 1))
+    return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
 
 
 def _check_many(Y, name: str, n_rows: int, what: str):

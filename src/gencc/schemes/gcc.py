@@ -8,7 +8,7 @@ from .._validation import check_nonnegative
 from ..kernels import Kernel, make_kernel
 from ..ridge import CRITERIA, KernelRidge, select_ridge
 from ._cache import DecoderEntry
-from .base import _ENCODE_CHUNK, CodingScheme
+from .base import CodingScheme, _row_blocks
 
 __all__ = ["GCC", "LeTCC", "DEFAULT_CANDIDATES", "CALIBRATION_GRID"]
 
@@ -299,8 +299,8 @@ class GCC(CodingScheme):
     def _encode_free(self, X2):
         """Fit the encoder's kernel ridge regression to X (K, p) and evaluate it at beta: (N, p)."""
         fit = KernelRidge(self._enc, self.lam_enc).fit(self.alpha, X2)
-        return np.vstack([fit.predict(self.beta[i : i + _ENCODE_CHUNK]).reshape(-1, X2.shape[1])
-                          for i in range(0, self.n_workers, _ENCODE_CHUNK)])
+        return np.vstack([fit.predict(self.beta[rows]).reshape(-1, X2.shape[1])
+                          for rows in _row_blocks(self.n_workers, self.n_inputs)])
 
     def _decoder_entry_sorted(self, idx):
         """One fit to the identity: the decoder (K, |F|) and the leave-one-out map (|F|, |F|)."""

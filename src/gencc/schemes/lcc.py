@@ -8,7 +8,7 @@ from numpy.polynomial import chebyshev
 from .._validation import check_int
 from ..interpolation import barycentric_matrix, lagrange_weights
 from ._cache import DecoderEntry
-from .base import _ENCODE_CHUNK, CodingScheme
+from .base import CodingScheme, _row_blocks
 
 __all__ = ["LCC"]
 
@@ -70,8 +70,8 @@ class LCC(CodingScheme):
 
     def _encode_free(self, X2):
         w = lagrange_weights(self.alpha)
-        return np.vstack([barycentric_matrix(self.alpha, w, self.beta[i : i + _ENCODE_CHUNK]) @ X2
-                          for i in range(0, self.n_workers, _ENCODE_CHUNK)])
+        return np.vstack([barycentric_matrix(self.alpha, w, self.beta[rows]) @ X2
+                          for rows in _row_blocks(self.n_workers, self.n_inputs)])
 
     def _decoder_entry_sorted(self, idx):
         return DecoderEntry(None, self._decoder_matrix_sorted(idx, None))
