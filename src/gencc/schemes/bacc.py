@@ -61,11 +61,11 @@ class BACC(CodingScheme):
         loo = _loo_matrix(self.beta[idx]) if n >= 3 else np.zeros((n, n))
         return DecoderEntry(None, self._decoder_matrix_sorted(idx, None), loo, n >= 3)
 
-    def _decode_sorted(self, idx, Y2):
-        # the (K, |F|) interpolation map in blocks of rows: never more than 32 MiB of it at once
+    def _decode_sorted(self, idx, Y2, want_info=True):
+        # the (K, |F|) interpolation map in blocks of rows: never more than 8 MiB of it at once
         t, w = self.beta[idx], berrut_weights(idx.size)
         est = np.vstack([barycentric_matrix(t, w, self.alpha[rows]) @ Y2 for rows in _row_blocks(self.n_inputs, idx.size)])
-        return est, {"loo_mse": self._loo_mse(idx, Y2)}
+        return est, ({"loo_mse": self._loo_mse(idx, Y2)} if want_info else {})  # decode() needs no O(|F|^2) LOO
 
     def _loo_mse(self, idx, Y2) -> float:
         """Mean squared error of predicting each returned output from the others

@@ -20,8 +20,9 @@ __all__ = ["CodingScheme", "Decoded", "ENCODER_MATRIX_BYTES"]
 # encode() keeps and multiplies by the (N, K) encoder matrix while it holds at
 # most this many bytes; above it, schemes with a matrix-free encoder use it.
 ENCODER_MATRIX_BYTES = 64 * 2**20
-# elements (32 MiB of float64) of a linear map formed at once on the matrix-free paths
-_BLOCK_ELEMENTS = 2**22
+# elements (8 MiB of float64) of a linear map formed at once on the matrix-free paths (smaller blocks
+# measured faster: the temporaries stay in cache)
+_BLOCK_ELEMENTS = 2**20
 _LOOKUP = object()  # _decode2: look the decoder up in the cache
 
 
@@ -447,7 +448,7 @@ class CodingScheme:
             if entry is _LOOKUP:
                 entry = self._entry(idx_s)
             if entry is None:
-                est, info = self._decode_sorted(idx_s, Ys)
+                est, info = self._decode_sorted(idx_s, Ys, want_info)
                 est = np.array(est, dtype=np.float64).reshape(K, -1)
             else:
                 if entry.rows is None:
@@ -629,7 +630,9 @@ class CodingScheme:
         D[idx[sys_cols], sys_cols] = 1.0
         return D
 
-    def _decode_sorted(self, idx, Y2):
+    def _decode_sorted(self, idx, Y2, want_info=True):
+        """Direct decode of sorted outputs (|F|, p): (estimate (K, p), info); ``want_info=False``
+        lets a scheme skip info that costs more than the estimate."""
         return self._decoder_matrix_sorted(idx, Y2) @ Y2, {}
 
     def _encoder_matrix(self) -> np.ndarray:  # pragma: no cover - abstract

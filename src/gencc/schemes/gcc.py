@@ -325,7 +325,7 @@ class GCC(CodingScheme):
         info["mixture"] = [name for name, _, _ in top]
         return _Mixture(fits), info
 
-    def _decode_sorted(self, idx, Y2):
+    def _decode_sorted(self, idx, Y2, want_info=True):
         fit, info = self._fit_decoder(idx, Y2)
         return fit.predict(self.alpha).reshape(self.n_inputs, -1), info
 

@@ -76,7 +76,7 @@ class LCC(CodingScheme):
     def _decoder_entry_sorted(self, idx):
         return DecoderEntry(None, self._decoder_matrix_sorted(idx, None))
 
-    def _decode_sorted(self, idx, Y2):
+    def _decode_sorted(self, idx, Y2, want_info=True):
         # least squares on the outputs themselves: no (K, |F|) matrix on a direct decode
         D = self.min_returns - 1
         coef = np.linalg.lstsq(chebyshev.chebvander(self.beta[idx], D), Y2, rcond=None)[0]

@@ -85,7 +85,7 @@ class Replication(CodingScheme):
     def _encode2(self, X2):
         return X2[self.assignment]  # worker n gets a copy of x_{assignment[n]}: a gather, no (N, K) product
 
-    def _decode_sorted(self, idx, Y2):
+    def _decode_sorted(self, idx, Y2, want_info=True):
         # a copy per input: the first returned worker holding it (a gather, not a product)
         ks, first = np.unique(self.assignment[idx], return_index=True)
         est = np.zeros((self.n_inputs, Y2.shape[1]))
