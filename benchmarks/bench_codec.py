@@ -179,7 +179,8 @@ def measure_scheme(name, K, N, X, f_out, rng, budget, progress):
         s.decode(Ystack[r], r)
 
     # cold and build alternate over fresh sets: each cold call sees a new set, each build its second sighting
-    if budget.allows((name, "decode_cold"), N):
+    # the second decode builds the cached decoder: both must fit the budget (their history predicts them)
+    if budget.allows((name, "decode_cold"), N) and budget.allows((name, "decode_build"), N):
         progress(f"{name} decode_cold/build")
         tc, tb, spent, n = np.inf, np.inf, 0.0, 0
         while n < 10 and (n == 0 or spent < 0.4):  # at most 10: 16 fresh sets drawn
@@ -192,6 +193,7 @@ def measure_scheme(name, K, N, X, f_out, rng, budget, progress):
             if t2 - t0 > budget.seconds:
                 break
         budget.record((name, "decode_cold"), N, tc)
+        budget.record((name, "decode_build"), N, tb)
         times["decode_cold"], times["decode_build"] = tc, tb
     else:
         times["decode_cold"] = times["decode_build"] = None

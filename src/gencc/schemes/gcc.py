@@ -130,6 +130,13 @@ class GCC(CodingScheme):
     selector is close enough, :meth:`calibrate` fixes the decoder by
     measured error on sample inputs.
 
+    With a fixed kernel and ridge (not :attr:`adaptive`) the decoder of a
+    returned set is a fixed (K, |F|) matrix, kept for sets that repeat
+    (:meth:`~gencc.schemes.base.CodingScheme.set_decoder_cache`), and
+    :meth:`~gencc.schemes.base.CodingScheme.decode_many` decodes B batches
+    with one product or one fit. With ``"auto"``, ``decode_many`` selects
+    per batch, exactly as a loop over :meth:`decode` does.
+
     ``info["loo_mse"]`` (:meth:`decode_with_info`) is the leave-one-out
     error of the best candidate, the decoder's own estimate of its error.
 
