@@ -44,7 +44,10 @@ Budget: before each measurement the time is predicted from the scheme's two
 previous sizes (slope capped below at 1, above at 3.5); a measurement predicted
 to exceed ``--budget`` seconds is skipped, as is everything larger for that
 scheme and operation, and the row says ``skipped (budget)``: never silently
-missing. Writes ``bench_codec.json``, ``bench_codec.csv`` and ``bench_codec.png``
+missing. The prediction needs a history: start from a small ``--min-n`` (the
+default 16), or a first size far out may run a dense decode for minutes. A
+cold decode over budget whose decoder was not cached (too large for the
+cache) skips the repeated decodes. Writes ``bench_codec.json``, ``bench_codec.csv`` and ``bench_codec.png``
 (log-log time against N, with the slope of a least-squares line through the
 points N >= ``--slope-from``) into ``--out``.
 """
@@ -197,6 +200,10 @@ def measure_scheme(name, K, N, X, f_out, rng, budget, progress):
         times["decode_cold"], times["decode_build"] = tc, tb
     else:
         times["decode_cold"] = times["decode_build"] = None
+    # a repeated decode is fast only from the cache: after a cold decode over budget, skip it unless cached
+    slow = times["decode_cold"] is not None and times["decode_cold"] > budget.seconds
+    if slow and s.decoder_cache_info().currsize == 0:
+        budget.dead.update({(name, "decode_cached"), (name, "decode_info"), (name, "decode_many")})
     if times["decode_cold"] is not None:
         r = state["r"]
         run("decode_cached", lambda: s.decode(Ystack[r], r))
