@@ -137,7 +137,7 @@ def test_sobolev_scale_is_mean_eigenvalue():
 @pytest.mark.parametrize("criterion", ["loo", "gcv", "gap"])
 @pytest.mark.parametrize("lam", [None, 1e-8, [1e-8, 1e-4]])
 def test_select_ridge_matches_dense(criterion, lam):
-    N, K = 48, 12
+    N, K = 64, 12
     beta = gencc.points.make_points("chebyshev2", N)
     alpha = gencc.points.make_points("chebyshev1", K)
     keep = np.setdiff1d(np.arange(N), [3, 17, 18, 19, 20, 33])
@@ -145,13 +145,8 @@ def test_select_ridge_matches_dense(criterion, lam):
     Y = np.c_[t * np.sin(3 * t), np.tanh(2 * t)]
     kernels = [Sobolev2()] + [Matern(sc, nu) for nu in (0.5, 1.5, 2.5) for sc in (0.2, 1.0)] + [Gaussian(0.5)]
     kw = dict(lam=lam, criterion=criterion, targets=alpha)
-    fast = select_ridge(t, Y, kernels, solver="auto", **kw)
-    ridge_fast_min = ridge.FAST_MIN_N
-    try:
-        ridge.FAST_MIN_N = 1  # every state-space kernel on the fast path
-        fast = select_ridge(t, Y, kernels, **kw)
-    finally:
-        ridge.FAST_MIN_N = ridge_fast_min
+    assert t.size >= ridge.FAST_MIN_N_SELECT  # auto: every state-space kernel on the fast path
+    fast = select_ridge(t, Y, kernels, **kw)
     dense = select_ridge(t, Y, kernels, solver="dense", **kw)
     assert fast.fit.solver_ == "fast" or str(fast.kernel) == "gaussian(scale=0.5)"
     assert [r[0] for r in fast.scores] == [r[0] for r in dense.scores]
@@ -173,8 +168,10 @@ def test_gcc_default_decode_matches_dense(monkeypatch):
     Y = coded * np.sin(coded)
     returned = np.setdiff1d(np.arange(N), rng.choice(N, N // 8, replace=False))
     monkeypatch.setattr(ridge, "FAST_MIN_N", 1)
+    monkeypatch.setattr(ridge, "FAST_MIN_N_SELECT", 1)
     fast = scheme.decode_with_info(Y[returned], returned)
     monkeypatch.setattr(ridge, "FAST_MIN_N", 10**9)
+    monkeypatch.setattr(ridge, "FAST_MIN_N_SELECT", 10**9)
     dense = scheme.decode_with_info(Y[returned], returned)
     assert fast.info["mixture"] == dense.info["mixture"]
     _close(fast.estimate, dense.estimate)
@@ -197,7 +194,7 @@ def test_tiny_n(n):
 
 
 def test_auto_solver_and_bad_arguments():
-    t = np.linspace(-1, 1, 200)
+    t = np.linspace(-1, 1, max(ridge.FAST_MIN_N, 3))
     assert KernelRidge(Matern(0.5, 1.5), 1e-6).fit(t, t).solver_ == "fast"
     assert KernelRidge(Gaussian(0.5), 1e-6).fit(t, t).solver_ == "dense"
     assert KernelRidge(Matern(0.5, 1.5), 1e-6).fit(t[:10], t[:10]).solver_ == "dense"

@@ -23,7 +23,7 @@ from .kernels import Kernel, Sobolev2
 from .statespace import TwoFilter, gauss_markov, has_state_space
 
 __all__ = ["KernelRidge", "select_ridge", "RidgeSelection", "DEFAULT_RIDGE_GRID", "hole_blocks", "ridge_path",
-           "CRITERIA", "SOLVERS", "FAST_MIN_N"]
+           "CRITERIA", "SOLVERS", "FAST_MIN_N", "FAST_MIN_N_SELECT"]
 
 CRITERIA = ("loo", "gcv", "gap")
 SOLVERS = ("auto", "dense", "fast")
@@ -35,11 +35,16 @@ _RIDGE_FLOOR = 1e-13
 # Relative candidates for n*lam in the automatic selection (times the mean
 # eigenvalue of the penalised Gram matrix).
 DEFAULT_RIDGE_GRID = np.logspace(-12, 0, 25)
-# Fewest nodes at which solver="auto" takes the linear-time path (measured
-# crossover, benchmarks/bench_solvers.py).
-FAST_MIN_N = 64
+# Fewest nodes at which solver="auto" takes the linear-time path: one kernel
+# (KernelRidge, ridge_path), and select_ridge, where one batch of filters
+# serves every candidate. Measured crossovers (benchmarks/bench_solvers.py,
+# one BLAS thread, lam = 1e-8, m = 10): one fit + predict, Sobolev2 between
+# n = 128 and 256, Matern 5/2 between 256 and 512; GCC's default decode
+# (16 candidates) between n = 14 and 56.
+FAST_MIN_N = 256
+FAST_MIN_N_SELECT = 48
 # Memory budget (bytes) of one batch of state-space filters.
-_FAST_BATCH_BYTES = 64e6
+_FAST_BATCH_BYTES = 256e6
 
 
 def _null_dim(Q1) -> int:
@@ -69,7 +74,7 @@ def _fast_applies(kernel: Kernel, t: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(ts)) and np.all(np.diff(ts) > 0))
 
 
-def _use_fast(kernel: Kernel, t: np.ndarray, solver: str) -> bool:
+def _use_fast(kernel: Kernel, t: np.ndarray, solver: str, min_n: int | None = None) -> bool:
     _check_solver(solver)
     if solver == "dense":
         return False
@@ -81,7 +86,7 @@ def _use_fast(kernel: Kernel, t: np.ndarray, solver: str) -> bool:
                 f"(at least 3 for Sobolev2); got {kernel} on {t.size} nodes"
             )
         return True
-    return ok and t.size >= FAST_MIN_N
+    return ok and t.size >= (FAST_MIN_N if min_n is None else min_n)
 
 
 def _cubic_sums(t, W):
@@ -732,7 +737,8 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         The points the fit will be evaluated at (needed by ``"gap"``).
     solver : {"auto", "dense", "fast"}
         As in :class:`KernelRidge`, per candidate kernel (``"fast"`` is an
-        error for a kernel without a state-space form).
+        error for a kernel without a state-space form); ``"auto"`` takes
+        the fast path from ``FAST_MIN_N_SELECT`` nodes on.
 
     Returns
     -------
@@ -770,7 +776,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         lams, relative = np.maximum(np.asarray(ridge_grid, dtype=np.float64), _RIDGE_FLOOR), True
     else:
         lams, relative = np.atleast_1d(np.asarray(lam, dtype=np.float64)), False
-    fast = [k for k in kernels if _use_fast(k, t, solver)]
+    fast = [k for k in kernels if _use_fast(k, t, solver, FAST_MIN_N_SELECT)]
     best_rows = {}  # kernel -> (lam, score, solution)
 
     def consider(kernel, row, used):
