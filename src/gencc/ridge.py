@@ -571,30 +571,40 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float 
     """
     t = np.asarray(t, dtype=np.float64)
     n = t.size
+    a = np.asarray(targets, dtype=np.float64).reshape(-1)
+    if n == 0 or a.size == 0:
+        return []
+    # vectorised over (target, centre); the loop below only assembles the result
+    r = np.searchsorted(t, a)  # t[r-1] < a <= t[r]
+    with np.errstate(invalid="ignore"):
+        dl = np.where(r > 0, a - t[np.maximum(r - 1, 0)], np.inf)
+        dr = np.where(r < n, t[np.minimum(r, n - 1)] - a, np.inf)
+    keep_t = np.ones(a.size, dtype=bool)
+    if wide:
+        left = np.where(r >= 2, t[np.clip(r - 1, 0, n - 1)] - t[np.clip(r - 2, 0, n - 1)], 0.0)
+        right = np.where(r + 1 < n, t[np.clip(r + 1, 0, n - 1)] - t[np.clip(r, 0, n - 1)], 0.0)
+        keep_t = ~(np.isfinite(dl + dr) & (dl + dr <= wide * np.maximum(left, right)))
+    offs = np.arange(-centres, centres)
+    J = (r[:, None] + offs[None, :]).ravel()
+    DL, DR = np.repeat(dl, offs.size), np.repeat(dr, offs.size)
+    ok = np.repeat(keep_t, offs.size) & (J >= 0) & (J < n)
+    Jc = np.clip(J, 0, n - 1)
+    lo, hi = t[Jc] - DL, t[Jc] + DR
+    # an interior hole moved past an end would be an extrapolation
+    ok &= ~((np.isfinite(DL) & (lo < t[0])) | (np.isfinite(DR) & (hi > t[-1])))
+    i0 = np.searchsorted(t, lo, side="right")  # first node > lo
+    i1 = np.searchsorted(t, hi, side="left")  # first node >= hi
+    inside = (i0 <= Jc) & (Jc < i1)
+    size = np.maximum(i1 - i0, 0) + ~inside
+    ok &= n - size >= min_kept
     out, seen = [], set()
-    for a in np.asarray(targets, dtype=np.float64).reshape(-1):
-        r = int(np.searchsorted(t, a))  # t[r-1] < a <= t[r]
-        dl = a - t[r - 1] if r > 0 else np.inf
-        dr = t[r] - a if r < n else np.inf
-        if wide and np.isfinite(dl + dr):
-            near = [t[r - 1] - t[r - 2] if r >= 2 else 0.0, t[r + 1] - t[r] if r + 1 < n else 0.0]
-            if dl + dr <= wide * max(near):
-                continue
-        for j in range(r - centres, r + centres):
-            if not 0 <= j < n:
-                continue
-            lo, hi = t[j] - dl, t[j] + dr
-            if (np.isfinite(dl) and lo < t[0]) or (np.isfinite(dr) and hi > t[-1]):
-                continue  # an interior hole moved past an end would be an extrapolation
-            i0, i1 = int(np.searchsorted(t, lo, side="right")), int(np.searchsorted(t, hi, side="left"))
-            B = np.arange(i0, i1)  # the nodes strictly inside (lo, hi): t is sorted
-            if not i0 <= j < i1:
-                B = np.union1d(B, [j])
-            key = (j, B.tobytes())
-            if n - B.size < min_kept or key in seen:
-                continue
-            seen.add(key)
-            out.append((j, B))
+    for j, a0, a1, ins in zip(Jc[ok].tolist(), i0[ok].tolist(), i1[ok].tolist(), inside[ok].tolist()):
+        B = np.arange(a0, a1) if ins else np.union1d(np.arange(a0, a1), [j])
+        key = (j, int(B[0]), int(B[-1]), B.size)  # B is a range plus j: these fix it
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((j, B))
     return out
 
 

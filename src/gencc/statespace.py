@@ -143,18 +143,16 @@ class GaussMarkov:
         p, lam = self.p, self.rate
         Phi = np.zeros((h.size, _P, _P))
         Q = np.zeros((h.size, _P, _P))
-        hk = np.ones_like(h)
-        for Nk in self._Nk:
-            Phi[:, :p, :p] += hk[:, None, None] * Nk
-            hk = hk * h
+        Nk = np.stack(self._Nk).reshape(p, p * p)
+        Phi[:, :p, :p] = (h[:, None] ** np.arange(p) @ Nk).reshape(-1, p, p)
+        j = np.arange(2 * p - 1)
         if lam > 0:
             Phi[:, :p, :p] *= np.exp(-lam * h)[:, None, None]
-        for j, C in enumerate(self._C):
-            if lam > 0:
-                I = factorial(j) / (2 * lam) ** (j + 1) * gammainc(j + 1, 2 * lam * h)
-            else:
-                I = h ** (j + 1) / (j + 1)
-            Q[:, :p, :p] += (self.q * I)[:, None, None] * C
+            fact = np.array([factorial(i) for i in j], dtype=np.float64)
+            I = fact / (2 * lam) ** (j + 1) * gammainc(j + 1, 2 * lam * h[:, None])
+        else:
+            I = h[:, None] ** (j + 1) / (j + 1)
+        Q[:, :p, :p] = (self.q * I @ np.stack(self._C).reshape(2 * p - 1, p * p)).reshape(-1, p, p)
         return Phi, Q
 
 
@@ -254,6 +252,7 @@ class TwoFilter:
         self.Pinf = np.stack([mo.Pinf for mo in self.models])
         self.pad = np.stack([mo.pad for mo in self.models])
         self.q = np.array([mo.q for mo in self.models])
+        self._Pinv = np.where(self.diffuse[:, None, None], 0.0, np.linalg.inv(self.Pinf))
         h = np.diff(t)
         Phi, Q = self._transitions(np.concatenate([h, h[::-1]]))  # (B, 2n-2, 3, 3)
         PhiA = np.zeros((n, 2 * B, _P, _P))
@@ -280,7 +279,7 @@ class TwoFilter:
         out.models = [self.models[b]]
         out.sigma2 = self.sigma2[b : b + 1].copy()
         out.t, out.Y = self.t, self.Y
-        for name in ("diffuse", "Pinf", "pad", "q"):
+        for name in ("diffuse", "Pinf", "pad", "q", "_Pinv"):
             setattr(out, name, getattr(self, name)[b : b + 1].copy())
         out.fwd = tuple(take(x) for x in self.fwd)
         out.bwd = tuple(take(x) for x in self.bwd)
@@ -327,40 +326,45 @@ class TwoFilter:
         PhL, PhR, QL, QR = Ph[:K], Ph[K:], Qh[:K], Qh[K:]
         mfF, PfF = self.fwd
         mbF, PbF = self.bwd
-        mf = PhL @ mfF[jL]
-        Pf = PhL @ PfF[jL] @ np.swapaxes(PhL, -1, -2) + QL
         rb = n - 1 - jR
         S = np.array([1.0, -1.0, 1.0])
-        mb = S[:, None] * (PhR @ mbF[rb])
+        Pf = PhL @ PfF[jL] @ np.swapaxes(PhL, -1, -2) + QL
         Pb = S[:, None] * (PhR @ PbF[rb] @ np.swapaxes(PhR, -1, -2) + QR) * S
         # an absent side is the prior (proper models)
         if not hasL.all():
-            mf[~hasL] = 0.0
             Pf[~hasL] = self.Pinf
         if not hasR.all():
-            mb[~hasR] = 0.0
             Pb[~hasR] = self.Pinf
-        # combination of two proper posteriors (K, B, ...)
+        # combination of two proper posteriors, (K, B, ...): with w^T = Pf[0, :] M^{-1}
+        # and u = R^T w, mean = mf[0] - u . mf + w . mb and var = Pf[0, 0] - u . Pf[:, 0];
+        # the m-column means enter only through two final contractions
         eye = np.eye(_P)
-        Pinv = np.where(self.diffuse[:, None, None], 0.0, np.linalg.inv(self.Pinf))
-        R = eye - Pb @ Pinv
-        RPf = R @ Pf
-        M = Pb + RPf + self.pad[:, :, None] * eye
+        R = eye - Pb @ self._Pinv
+        M = Pb + R @ Pf + self.pad[:, :, None] * eye
         d = np.sqrt(np.abs(np.diagonal(Pf, axis1=-2, axis2=-1)) + np.abs(np.diagonal(Pb, axis1=-2, axis2=-1)))
         d[d <= 0] = 1.0
-        Ms = M / d[..., :, None] / d[..., None, :]
-        rhs = np.concatenate([mb - R @ mf, RPf[..., :, :1]], axis=-1) / d[..., :, None]
+        MsT = np.swapaxes(M, -1, -2) / d[..., :, None] / d[..., None, :]
         edge = ~((iL >= 1) & (iR <= n - 2))
         dmask = self.diffuse
-        if dmask.any() and edge.any():
-            Ms[np.ix_(edge, dmask)] = eye  # replaced below
-        sol = np.linalg.solve(Ms, rhs) / d[..., :, None]
-        mean = mf[..., 0, :] + np.einsum("kbi,kbim->kbm", Pf[..., 0, :], sol[..., :m])
-        var = Pf[..., 0, 0] - np.einsum("kbi,kbi->kb", Pf[..., 0, :], sol[..., m])
-        if dmask.any() and edge.any():
+        fix = dmask.any() and edge.any()
+        if fix:
+            MsT[np.ix_(edge, dmask)] = eye  # replaced below
+        w = np.linalg.solve(MsT, (Pf[..., 0, :] / d)[..., None])[..., 0] / d
+        u = np.einsum("kbji,kbj->kbi", R, w)
+        var = Pf[..., 0, 0] - np.einsum("kbi,kbi->kb", u, Pf[..., :, 0])
+        cL = -u
+        cL[..., 0] += 1.0
+        cL = np.einsum("kbi,kbij->kbj", cL, PhL)  # coefficients on the filtered mean at iL
+        cR = np.einsum("kbi,kbij->kbj", w * S, PhR)
+        # an absent side contributes its prior mean, 0
+        mean = np.einsum("kbi,kbim->kbm", np.where(hasL[:, None, None], cL, 0.0), mfF[jL])
+        mean += np.einsum("kbi,kbim->kbm", np.where(hasR[:, None, None], cR, 0.0), mbF[rb])
+        if fix:
             e, db = np.flatnonzero(edge), np.flatnonzero(dmask)
             sub = np.ix_(e, db)
-            me, ve = self._flat_edges(iL[e], iR[e], hL[e], hR[e], db, mf[sub], Pf[sub], mb[sub], Pb[sub])
+            mf = PhL[sub] @ mfF[np.ix_(jL[e], db)]
+            mb = S[:, None] * (PhR[sub] @ mbF[np.ix_(rb[e], db)])
+            me, ve = self._flat_edges(iL[e], iR[e], hL[e], hR[e], db, mf, Pf[sub], mb, Pb[sub])
             mean[sub] = me
             var[sub] = ve
         return np.swapaxes(mean, 0, 1), var.T
