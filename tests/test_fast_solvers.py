@@ -219,3 +219,50 @@ def test_smoother_matrix_fast_is_the_linear_map():
         H = fit.smoother_matrix(t, s)
         _close(H @ Y, fit.predict(s))
         _close(H, KernelRidge(kernel, 1e-5, solver="dense").smoother_matrix(t, s))
+
+
+def _hole_blocks_reference(t, targets, *, centres=2, min_kept=3, wide=0.0):
+    """The former loop implementation of hole_blocks (O(K n)), kept as the reference."""
+    n = t.size
+    out, seen = [], set()
+    for a in np.asarray(targets, dtype=np.float64).reshape(-1):
+        r = int(np.searchsorted(t, a))
+        dl = a - t[r - 1] if r > 0 else np.inf
+        dr = t[r] - a if r < n else np.inf
+        if wide and np.isfinite(dl + dr):
+            near = [t[r - 1] - t[r - 2] if r >= 2 else 0.0, t[r + 1] - t[r] if r + 1 < n else 0.0]
+            if dl + dr <= wide * max(near):
+                continue
+        for j in range(r - centres, r + centres):
+            if not 0 <= j < n:
+                continue
+            lo, hi = t[j] - dl, t[j] + dr
+            if (np.isfinite(dl) and lo < t[0]) or (np.isfinite(dr) and hi > t[-1]):
+                continue
+            B = np.flatnonzero((t > lo) & (t < hi))
+            if j not in B:
+                B = np.union1d(B, [j])
+            key = (j, B.tobytes())
+            if n - B.size < min_kept or key in seen:
+                continue
+            seen.add(key)
+            out.append((j, B))
+    return out
+
+
+def test_vectorised_hole_blocks_match_the_loop():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        if rng.random() < 0.5:
+            t = np.sort(rng.uniform(-1, 1, n))
+        else:
+            t = np.cos(np.pi * np.arange(n) / max(n - 1, 1))[::-1]
+            t = t[np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))]
+        a = np.sort(rng.uniform(-1.1, 1.1, int(rng.integers(1, 12))))
+        a = np.r_[a, t[:2]]  # targets on nodes too
+        for kw in ({}, {"wide": 1.5}, {"centres": 1, "min_kept": 2}, {"centres": 3}):
+            ref = _hole_blocks_reference(t, a, **kw)
+            got = hole_blocks(t, a, **kw)
+            assert [j for j, _ in got] == [j for j, _ in ref]
+            assert all(np.array_equal(B1, B2) for (_, B1), (_, B2) in zip(got, ref))
