@@ -266,3 +266,13 @@ def test_vectorised_hole_blocks_match_the_loop():
             got = hole_blocks(t, a, **kw)
             assert [j for j, _ in got] == [j for j, _ in ref]
             assert all(np.array_equal(B1, B2) for (_, B1), (_, B2) in zip(got, ref))
+
+
+def test_integer_incomplete_gamma_matches_scipy():
+    from scipy.special import gammainc
+
+    from gencc.statespace import _gammainc_int
+
+    x = np.r_[0.0, np.logspace(-12, 2.5, 2000), 1.999999, 2.0, 2.000001]
+    ref = gammainc(np.arange(1, 6), x[:, None])
+    np.testing.assert_allclose(_gammainc_int(4, x), ref, rtol=1e-13, atol=0)

@@ -77,6 +77,36 @@ def has_state_space(kernel: Kernel) -> bool:
     return type(kernel) is Sobolev2 or (type(kernel) is Matern and kernel.nu in (0.5, 1.5, 2.5))
 
 
+_SERIES = 30  # terms of the exponential series; x <= 2 leaves a relative tail below 1e-17
+
+
+def _gammainc_int(jmax: int, x) -> np.ndarray:
+    """Regularised lower incomplete gamma ``P(a, x)`` for a = 1 .. jmax + 1: shape (len(x), jmax + 1).
+
+    ``P(a, x) = 1 - exp(-x) sum_{i<a} x^i / i!`` for x > 2 and
+    ``exp(-x) sum_{i>=a} x^i / i!`` (no cancellation) for x <= 2; equal to
+    ``scipy.special.gammainc`` to round-off, and several times cheaper.
+    """
+    x = np.asarray(x, dtype=np.float64).reshape(-1)
+    xs = np.minimum(x, 2.0)
+    steps = np.empty((x.size, _SERIES))
+    steps[:, 0] = 1.0
+    steps[:, 1:] = xs[:, None] / np.arange(1, _SERIES)
+    terms = np.cumprod(steps, axis=1)  # xs^i / i!
+    tail = np.cumsum(terms[:, ::-1], axis=1)[:, ::-1]  # sum_{i >= a}
+    ex = np.exp(-x)[:, None]
+    small = ex * tail[:, 1 : jmax + 2]
+    big = x > 2.0
+    if big.any():
+        xb = x[big]
+        steps_b = np.empty((xb.size, jmax + 1))
+        steps_b[:, 0] = 1.0
+        steps_b[:, 1:] = xb[:, None] / np.arange(1, jmax + 1)
+        head = np.cumsum(np.cumprod(steps_b, axis=1), axis=1)  # sum_{i < a}
+        small[big] = 1.0 - ex[big] * head
+    return small
+
+
 class GaussMarkov:
     """Exact state-space model of a kernel, embedded in a 3-dim state.
 
@@ -149,7 +179,7 @@ class GaussMarkov:
         if lam > 0:
             Phi[:, :p, :p] *= np.exp(-lam * h)[:, None, None]
             fact = np.array([factorial(i) for i in j], dtype=np.float64)
-            I = fact / (2 * lam) ** (j + 1) * gammainc(j + 1, 2 * lam * h[:, None])
+            I = fact / (2 * lam) ** (j + 1) * _gammainc_int(2 * p - 2, 2 * lam * h)
         else:
             I = h[:, None] ** (j + 1) / (j + 1)
         Q[:, :p, :p] = (self.q * I @ np.stack(self._C).reshape(2 * p - 1, p * p)).reshape(-1, p, p)
@@ -185,15 +215,15 @@ def _filter(Phi, Q, P0, Y, sigma2, diffuse, h1):
     Xp[:, :, :_P] = P0
     Pp = np.empty((B, _P, _P))
     r = np.empty((B, _P + m))
-    r[:, :_P] = 0.0
+    Yx = np.zeros((n, B, _P + m))  # [0 | y]: the innovation row is Xp[:, 0] - Yx[k]
+    Yx[:, :, _P:] = Y
     for k in range(n):
         if k:
             np.matmul(Phi[k], X[k - 1], out=Xp)
             np.matmul(Xp[:, :, :_P], PhiT[k], out=Pp)
             np.add(Pp, Q[k], out=Xp[:, :, :_P])
         G = Xp[:, :, 0] / (Xp[:, 0, 0] + sigma2)[:, None]
-        r[:, _P:] = Xp[:, 0, _P:] - Y[k]
-        r[:, :_P] = Xp[:, 0, :_P]
+        np.subtract(Xp[:, 0, :], Yx[k], out=r)
         np.multiply(G[:, :, None], r[:, None, :], out=X[k])
         np.subtract(Xp, X[k], out=X[k])
         if k == 1 and diffuse.any():
