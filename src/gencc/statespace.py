@@ -70,6 +70,7 @@ from .kernels import Kernel, Matern, Sobolev2
 __all__ = ["GaussMarkov", "gauss_markov", "has_state_space", "TwoFilter"]
 
 _P = 3  # every model is embedded in a 3-dim state so that kernels batch together
+_QUERY_CHUNK = 32768  # (point, model) pairs per vectorised query step: bounds its memory
 
 
 def has_state_space(kernel: Kernel) -> bool:
@@ -342,10 +343,17 @@ class TwoFilter:
         var : ndarray, shape (B, K)
             NaN where the nodes left cannot determine the null space.
         """
-        t, n = self.t, self.t.size
         tau = np.asarray(tau, dtype=np.float64).reshape(-1)
         iL = np.asarray(iL).reshape(-1)
         iR = np.asarray(iR).reshape(-1)
+        step = max(1, _QUERY_CHUNK // max(len(self.models), 1))
+        if tau.size <= step:
+            return self._query(tau, iL, iR)
+        parts = [self._query(tau[i : i + step], iL[i : i + step], iR[i : i + step]) for i in range(0, tau.size, step)]
+        return np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1)
+
+    def _query(self, tau, iL, iR):
+        t, n = self.t, self.t.size
         B, K, m = len(self.models), tau.size, self.Y.shape[1]
         hasL, hasR = iL >= 0, iR < n
         jL, jR = np.where(hasL, iL, 0), np.where(hasR, iR, n - 1)
