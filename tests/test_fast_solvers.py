@@ -276,3 +276,12 @@ def test_integer_incomplete_gamma_matches_scipy():
     x = np.r_[0.0, np.logspace(-12, 2.5, 2000), 1.999999, 2.0, 2.000001]
     ref = gammainc(np.arange(1, 6), x[:, None])
     np.testing.assert_allclose(_gammainc_int(4, x), ref, rtol=1e-13, atol=0)
+
+
+def test_smoother_matrix_in_column_chunks(monkeypatch):
+    t = np.cos(np.pi * np.arange(50) / 49)
+    s = np.linspace(-1, 1, 7)
+    ref = KernelRidge(Matern(0.5, 1.5), 1e-6, solver="fast").smoother_matrix(t, s)
+    monkeypatch.setattr(ridge, "_FAST_BATCH_BYTES", 100.0 * t.size * 8)  # 8 columns a chunk
+    np.testing.assert_allclose(KernelRidge(Matern(0.5, 1.5), 1e-6, solver="fast").smoother_matrix(t, s), ref,
+                               rtol=0, atol=1e-14)

@@ -63,7 +63,6 @@ from __future__ import annotations
 from math import comb, factorial
 
 import numpy as np
-from scipy.special import gammainc
 
 from .kernels import Kernel, Matern, Sobolev2
 
