@@ -41,7 +41,7 @@ DEFAULT_RIDGE_GRID = np.logspace(-12, 0, 25)
 # one BLAS thread, lam = 1e-8, m = 10): one fit + predict, Sobolev2 between
 # n = 128 and 256, Matern 5/2 between 256 and 512; GCC's default decode
 # (16 candidates) between n = 14 and 56.
-FAST_MIN_N = 256
+FAST_MIN_N = 384
 FAST_MIN_N_SELECT = 48
 # Memory budget (bytes) of one batch of state-space filters.
 _FAST_BATCH_BYTES = 256e6
