@@ -2,7 +2,9 @@
 
 Run with one BLAS thread::
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_solvers.py [--quick] [--max-n 65536]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_solvers.py [--quick] [--max-n 65536] [--gcc-max-n 16384]
+
+(about 100 s with the defaults on one core; ``--gcc-max-n 65536`` adds about 30 s).
 
 Prints two tables. (1) A fixed kernel (Sobolev2 and Matern 5/2, lam = 1e-8):
 fit on n nodes plus predict at K = n/4 targets, m = 10 outputs, dense
@@ -103,6 +105,8 @@ def gcc_default(Ns, dense_max, m, rng):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-n", type=int, default=65536)
+    ap.add_argument("--gcc-max-n", type=int, default=16384,
+                    help="largest N of the GCC decode sweep (65,536 adds about 30 s)")
     ap.add_argument("--quick", action="store_true", help="n up to 4,096 only")
     args = ap.parse_args()
     if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
@@ -113,7 +117,7 @@ def main():
     t0 = time.perf_counter()
     ns = [n for n in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 16384, 65536) if n <= max_n]
     fixed_kernel(ns, 2048, 10, rng)
-    Ns = [N for N in (16, 64, 256, 1000, 4096, 16384, 65536) if N <= max_n]
+    Ns = [N for N in (16, 64, 256, 1000, 4096, 16384, 65536) if N <= min(max_n, args.gcc_max_n)]
     gcc_default(Ns, 1000, 10, rng)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 
