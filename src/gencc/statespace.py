@@ -89,13 +89,19 @@ def _gammainc_int(jmax: int, x) -> np.ndarray:
     """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     xs = np.minimum(x, 2.0)
-    steps = np.empty((x.size, _SERIES))
-    steps[:, 0] = 1.0
-    steps[:, 1:] = xs[:, None] / np.arange(1, _SERIES)
-    terms = np.cumprod(steps, axis=1)  # xs^i / i!
-    tail = np.cumsum(terms[:, ::-1], axis=1)[:, ::-1]  # sum_{i >= a}
+    a0 = jmax + 1
+    powers = [np.ones_like(xs)]  # xs^a / a!
+    for a in range(1, a0 + 1):
+        powers.append(powers[-1] * xs / a)
+    T = np.ones_like(xs)  # Horner: sum_{i >= a0} xs^i / i! = xs^a0 / a0! * T
+    for i in range(a0 + _SERIES, a0, -1):
+        T = 1.0 + xs * T / i
+    small = np.empty((x.size, a0))
+    small[:, a0 - 1] = powers[a0] * T
+    for a in range(a0 - 1, 0, -1):  # adding positive terms: no cancellation
+        small[:, a - 1] = small[:, a] + powers[a]
     ex = np.exp(-x)[:, None]
-    small = ex * tail[:, 1 : jmax + 2]
+    small *= ex
     big = x > 2.0
     if big.any():
         xb = x[big]
