@@ -66,7 +66,7 @@ import numpy as np
 
 from .kernels import Kernel, Matern, Sobolev2
 
-__all__ = ["GaussMarkov", "gauss_markov", "has_state_space", "TwoFilter"]
+__all__ = ["GaussMarkov", "gauss_markov", "has_state_space", "transitions", "TwoFilter"]
 
 _P = 3  # every model is embedded in a 3-dim state so that kernels batch together
 _QUERY_CHUNK = 32768  # (point, model) pairs per vectorised query step: bounds its memory
@@ -175,21 +175,50 @@ class GaussMarkov:
 
     def transition(self, h):
         """``Phi(h)`` and ``Q(h)`` for steps ``h >= 0``: shapes (len(h), 3, 3) each."""
-        h = np.asarray(h, dtype=np.float64).reshape(-1)
-        p, lam = self.p, self.rate
-        Phi = np.zeros((h.size, _P, _P))
-        Q = np.zeros((h.size, _P, _P))
-        Nk = np.stack(self._Nk).reshape(p, p * p)
-        Phi[:, :p, :p] = (h[:, None] ** np.arange(p) @ Nk).reshape(-1, p, p)
+        Phi, Q = transitions([self], h)
+        return Phi[0], Q[0]
+
+
+def transitions(models, h):
+    """``Phi(h)`` and ``Q(h)`` of every model for steps ``h >= 0``.
+
+    Parameters
+    ----------
+    models : sequence of GaussMarkov, length B
+    h : array_like, shape (L,)
+
+    Returns
+    -------
+    Phi, Q : ndarray, shape (B, L, 3, 3) each
+        Computed in one vectorised pass per kind of model (state dimension,
+        proper or flat prior), whatever B.
+    """
+    h = np.asarray(h, dtype=np.float64).reshape(-1)
+    B, L = len(models), h.size
+    Phi = np.zeros((B, L, _P, _P))
+    Q = np.zeros((B, L, _P, _P))
+    groups: dict = {}
+    for b, mo in enumerate(models):
+        groups.setdefault((mo.p, mo.rate > 0), []).append(b)
+    for (p, proper), idx in groups.items():
+        mos = [models[i] for i in idx]
+        G = len(mos)
+        Nk = np.stack([np.stack(mo._Nk).reshape(p, p * p) for mo in mos])  # (G, p, p^2)
+        C = np.stack([mo.q * np.stack(mo._C).reshape(2 * p - 1, p * p) for mo in mos])  # (G, 2p-1, p^2)
+        ph = (h[:, None] ** np.arange(p)) @ Nk  # (G, L, p^2)
         j = np.arange(2 * p - 1)
-        if lam > 0:
-            Phi[:, :p, :p] *= np.exp(-lam * h)[:, None, None]
+        if proper:
+            lam = np.array([mo.rate for mo in mos])[:, None]  # (G, 1)
+            ph *= np.exp(-lam * h)[..., None]
             fact = np.array([factorial(i) for i in j], dtype=np.float64)
-            I = fact / (2 * lam) ** (j + 1) * _gammainc_int(2 * p - 2, 2 * lam * h)
+            inc = _gammainc_int(2 * p - 2, (2 * lam * h).ravel()).reshape(G, L, 2 * p - 1)
+            I = fact / (2 * lam[..., None]) ** (j + 1) * inc
         else:
-            I = h[:, None] ** (j + 1) / (j + 1)
-        Q[:, :p, :p] = (self.q * I @ np.stack(self._C).reshape(2 * p - 1, p * p)).reshape(-1, p, p)
-        return Phi, Q
+            I = np.broadcast_to(h[:, None] ** (j + 1) / (j + 1), (G, L, 2 * p - 1))
+        idx = np.asarray(idx)
+        Phi[idx, :, :p, :p] = ph.reshape(G, L, p, p)
+        Q[idx, :, :p, :p] = (I @ C).reshape(G, L, p, p)
+    return Phi, Q
 
 
 _MODELS: dict = {}
@@ -323,14 +352,7 @@ class TwoFilter:
 
     def _transitions(self, h):
         """Phi, Q of every model for steps h: (B, len(h), 3, 3)."""
-        uniq = {}
-        out_phi = np.empty((len(self.models), h.size, _P, _P))
-        out_q = np.empty_like(out_phi)
-        for b, mo in enumerate(self.models):
-            if id(mo) not in uniq:
-                uniq[id(mo)] = mo.transition(h)
-            out_phi[b], out_q[b] = uniq[id(mo)]
-        return out_phi, out_q
+        return transitions(self.models, h)
 
     def query(self, tau, iL, iR):
         """Posterior mean and variance of u(tau) from nodes ``<= iL`` and ``>= iR``.
