@@ -593,11 +593,28 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float 
     special case of holes one node wide, which is why it is blind to a gap
     left by several adjacent stragglers.
     """
+    rows = _hole_ranges(t, targets, centres=centres, min_kept=min_kept, wide=wide)
+    out = []
+    for j, lo, hi, i0, i1 in rows.tolist():
+        B = np.arange(lo, hi + 1) if i0 <= j < i1 or i1 <= i0 else np.union1d(np.arange(i0, i1), [j])
+        out.append((j, B))
+    return out
+
+
+def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float = 0.0) -> np.ndarray:
+    """:func:`hole_blocks` as an int array of rows ``(j, first, last, i0, i1)``.
+
+    Block B is the nodes ``i0 <= i < i1`` plus j, so ``first = min(B)`` and
+    ``last = max(B)`` (B is contiguous whenever j lies in or next to
+    ``[i0, i1)``, as it always does for hole blocks); rows in the order
+    :func:`hole_blocks` returns them, duplicates removed. Vectorised over
+    (target, centre): O((K + n) log n) with no Python loop.
+    """
     t = np.asarray(t, dtype=np.float64)
     n = t.size
     a = np.asarray(targets, dtype=np.float64).reshape(-1)
     if n == 0 or a.size == 0:
-        return []
+        return np.zeros((0, 5), dtype=np.int64)
     # vectorised over (target, centre); the loop below only assembles the result
     r = np.searchsorted(t, a)  # t[r-1] < a <= t[r]
     with np.errstate(invalid="ignore"):
@@ -621,15 +638,13 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float 
     inside = (i0 <= Jc) & (Jc < i1)
     size = np.maximum(i1 - i0, 0) + ~inside
     ok &= n - size >= min_kept
-    out, seen = [], set()
-    for j, a0, a1, ins in zip(Jc[ok].tolist(), i0[ok].tolist(), i1[ok].tolist(), inside[ok].tolist()):
-        B = np.arange(a0, a1) if ins else np.union1d(np.arange(a0, a1), [j])
-        key = (j, int(B[0]), int(B[-1]), B.size)  # B is a range plus j: these fix it
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append((j, B))
-    return out
+    empty = i1 <= i0
+    first = np.where(empty, Jc, np.minimum(i0, Jc))
+    last = np.where(empty, Jc, np.maximum(i1 - 1, Jc))
+    rows = np.stack([Jc, first, last, i0, i1, size], axis=1)[ok]
+    # (j, first, last, size) fix B (a range plus j): keep each key's first occurrence
+    _, idx = np.unique(rows[:, [0, 1, 2, 5]], axis=0, return_index=True)
+    return rows[np.sort(idx), :5].astype(np.int64)
 
 
 def ridge_path(t, Y, kernel: Kernel, lams, *, targets=None, blocks=None, relative: bool = False,
@@ -803,8 +818,8 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         if targets is None:
             raise ValueError("criterion='gap' needs the targets (the points the fit is evaluated at)")
         order = np.argsort(t, kind="stable")
-        sorted_blocks = hole_blocks(t[order], targets)
-        if not sorted_blocks:
+        ranges = _hole_ranges(t[order], targets)  # (j, first, last, i0, i1) in sorted order
+        if not len(ranges):
             criterion = "loo"
     if lam is None:
         lams, relative = np.maximum(np.asarray(ridge_grid, dtype=np.float64), _RIDGE_FLOOR), True
@@ -824,8 +839,8 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
     if fast:
         fs = _FastSolver(t, Y2)
         sb = None
-        if criterion == "gap":  # (target, first, last) in sorted order; hole_blocks' blocks are contiguous
-            sb = np.array([(j, B[0], B[-1]) for j, B in sorted_blocks], dtype=np.int64).reshape(-1, 3)
+        if criterion == "gap":  # (target, first, last) in sorted order; hole blocks are contiguous
+            sb = ranges[:, :3]
         models = [(k, fs.nlam(k, lam_, relative)) for k in fast for lam_ in lams]
         batch = None
         for row in fs.path(models, blocks=sb, loo=criterion != "gap"):
@@ -835,7 +850,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
             consider(row["kernel"], row, "fast")
         _materialise(best_rows)
     if criterion == "gap" and len(fast) < len(kernels):
-        blocks = [(int(order[j]), np.sort(order[B])) for j, B in sorted_blocks]
+        blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets)]
     for kernel in kernels:
         if kernel in fast:
             continue
