@@ -328,7 +328,8 @@ class GCC(CodingScheme):
             return sel.fit, info
         by_name = {str(k): k for k in self._kernels}
         top = sorted(sel.scores, key=lambda row: row[2])[: self.mix]
-        fits = [sel.fit] + [KernelRidge(by_name[name], lam_k).fit(t, Y2) for name, lam_k, _ in top[1:]]
+        fits = [sel.fit] + [sel.fits.get(name) or KernelRidge(by_name[name], lam_k).fit(t, Y2)
+                            for name, lam_k, _ in top[1:]]
         info["mixture"] = [name for name, _, _ in top]
         return _Mixture(fits), info
 
