@@ -56,7 +56,25 @@ def dnn(reproduce):
             "replication", "replication missing", "LeTCC ridges"]
     if all(r[-1] == "-" for r in rows):  # results from before LeTCC was tuned per cell
         head, rows = head[:-1], [r[:-1] for r in rows]
-    return table(head, rows)
+    return table(head, rows) + oracle(by)
+
+
+def oracle(by):
+    """GCC's default and calibrated decoders against the best fixed decoder in hindsight."""
+    rows = []
+    for (w, N, K, S), v in by.items():
+        if "gcc-oracle" not in v:
+            continue
+        o = v["gcc-oracle"]["mse"]
+        ratio = [fmt(v[s]["mse"] / o, ".2f") if s in v and o else "-" for s in ("gcc", "gcc-cal")]
+        peers = [fmt(v["gcc"]["mse"] / v[s]["mse"], ".2f") if s in v and v[s]["mse"] else "-"
+                 for s in ("letcc", "bacc")]
+        rows.append([w, N, K, S, fmt(o, ".3g"), v["gcc-oracle"]["params"], *ratio, *peers])
+    if not rows:
+        return ""
+    head = ["model", "N", "K", "S", "oracle MSE", "oracle config", "GCC default / oracle", "GCC calibrated / oracle",
+            "GCC / LeTCC best", "GCC / BACC"]
+    return "\n\n## dnn: GCC against the best fixed GCC decoder in hindsight (MSE ratios)\n\n" + table(head, rows)
 
 
 def latency(bench):

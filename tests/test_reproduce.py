@@ -51,6 +51,9 @@ def test_letcc_rows_carry_their_ridges_chosen_from_the_grid(run):
     n = 0
     for sweep, res in results.items():
         for r in res["rows"]:
+            if r["scheme"] in ("gcc-cal", "gcc-oracle"):
+                assert r["params"].startswith("kernel=") and "lam_dec=" in r["params"]
+                continue
             if r["scheme"] not in ("letcc", "letcc-sys"):
                 assert r["params"] is None
                 continue
@@ -60,6 +63,22 @@ def test_letcc_rows_carry_their_ridges_chosen_from_the_grid(run):
             n += 1
     assert n >= 20
     assert "lam_dec=" in "\n".join(lines)  # the console tables show them
+
+
+def test_dnn_oracle_is_the_best_fixed_decoder_on_the_same_batches(run):
+    out, results, lines = run
+    rows = results["dnn"]["rows"]
+    ratios = results["dnn"]["ratios"]
+    assert len(ratios) == 4  # 2 models x 2 settings
+    for setting in ratios:
+        same = [r for r in rows if all(r[k] == setting[k] for k in ("workload", "N", "K", "S"))]
+        mse = {r["scheme"]: r["mse"] for r in same}
+        # gcc-cal runs one configuration of the grid the oracle minimised over, on the same batches
+        assert mse["gcc-oracle"] <= mse["gcc-cal"] * (1 + 1e-9)
+        assert setting["gcc/gcc-oracle"] == pytest.approx(mse["gcc"] / mse["gcc-oracle"])
+        assert setting["gcc/bacc"] == pytest.approx(mse["gcc"] / mse["bacc"])
+    assert "MSE ratios" in "\n".join(lines)
+    assert (out / "dnn" / "ratios.csv").exists()
 
 
 def test_degraded_sweep_reports_exact_share_and_degraded_metrics(run):

@@ -98,8 +98,9 @@ def check_returned(returned, n_workers: int, name: str = "returned") -> np.ndarr
         raise ValueError(
             f"{name} must index workers in [0, {n_workers}), got out-of-range {bad[:10].tolist()}"
         )
-    uniq, counts = np.unique(arr, return_counts=True)
-    if np.any(counts > 1):
+    srt = np.sort(arr)
+    if arr.size > 1 and np.any(srt[1:] == srt[:-1]):
+        uniq, counts = np.unique(arr, return_counts=True)
         raise ValueError(f"{name} must not repeat a worker, got duplicates {uniq[counts > 1].tolist()}")
     return arr
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..interpolation import barycentric_matrix, berrut_weights
-from .base import CodingScheme
+from ._cache import DecoderEntry
+from .base import CodingScheme, _row_blocks
 
 __all__ = ["BACC"]
 
@@ -40,14 +41,31 @@ class BACC(CodingScheme):
 
     name = "bacc"
 
+    @property
+    def caches_decoders(self) -> bool:
+        return True
+
     def _encoder_matrix(self):
         return barycentric_matrix(self.alpha, berrut_weights(self.n_inputs), self.beta)
+
+    def _encode_free(self, X2):
+        w = berrut_weights(self.n_inputs)
+        return np.vstack([barycentric_matrix(self.alpha, w, self.beta[rows]) @ X2
+                          for rows in _row_blocks(self.n_workers, self.n_inputs)])
 
     def _decoder_matrix_sorted(self, idx, Y2):
         return barycentric_matrix(self.beta[idx], berrut_weights(idx.size), self.alpha)
 
-    def _decode_sorted(self, idx, Y2):
-        return self._decoder_matrix_sorted(idx, Y2) @ Y2, {"loo_mse": self._loo_mse(idx, Y2)}
+    def _decoder_entry_sorted(self, idx):
+        n = idx.size
+        loo = _loo_matrix(self.beta[idx]) if n >= 3 else np.zeros((n, n))
+        return DecoderEntry(None, self._decoder_matrix_sorted(idx, None), loo, n >= 3)
+
+    def _decode_sorted(self, idx, Y2, want_info=True):
+        # the (K, |F|) interpolation map in blocks of rows: never more than 8 MiB of it at once
+        t, w = self.beta[idx], berrut_weights(idx.size)
+        est = np.vstack([barycentric_matrix(t, w, self.alpha[rows]) @ Y2 for rows in _row_blocks(self.n_inputs, idx.size)])
+        return est, ({"loo_mse": self._loo_mse(idx, Y2)} if want_info else {})  # decode() needs no O(|F|^2) LOO
 
     def _loo_mse(self, idx, Y2) -> float:
         """Mean squared error of predicting each returned output from the others
@@ -57,8 +75,25 @@ class BACC(CodingScheme):
             return float("nan")
         t = self.beta[idx]
         sq = 0.0
-        for i in range(n):
-            keep = np.arange(n) != i
-            B = barycentric_matrix(t[keep], berrut_weights(n - 1), t[i : i + 1])
-            sq += float(np.sum((B @ Y2[keep] - Y2[i]) ** 2))
+        for rows in _row_blocks(n, n):
+            sq += float(np.sum((_loo_matrix(t, rows) @ Y2) ** 2))
         return sq / Y2.size
+
+
+def _loo_matrix(t, rows=slice(None)):
+    """Leave-one-out residuals of Berrut's interpolant as a linear map: (len(rows), n).
+
+    Row i predicts node i from the other n - 1 (sorted) nodes with Berrut's
+    weights of the reduced set, (-1)^j for j < i and (-1)^(j-1) for j > i,
+    and subtracts y_i: ``residuals = L @ Y``.
+    """
+    n = t.size
+    i = np.arange(n)[rows][:, None]
+    j = np.arange(n)[None, :]
+    sign = np.where(j % 2 == 0, 1.0, -1.0) * np.where(j < i, 1.0, -1.0)
+    diff = t[i] - t[None, :]
+    self_ = j == i
+    C = np.where(self_, 0.0, sign / np.where(self_, 1.0, diff))
+    L = C / C.sum(axis=1, keepdims=True)
+    L[self_] = -1.0
+    return L

@@ -13,8 +13,55 @@ import numpy as np
 
 from .._validation import check_batch, check_int, check_returned, require_returns
 from ..points import make_points, systematic_points
+from ._cache import DEFAULT_DECODER_CACHE, DEFAULT_DECODER_CACHE_BYTES, CacheInfo, DecoderCache, DecoderEntry
 
-__all__ = ["CodingScheme", "Decoded"]
+__all__ = ["CodingScheme", "Decoded", "ENCODER_MATRIX_BYTES"]
+
+# encode() keeps and multiplies by the (N, K) encoder matrix while it holds at
+# most this many bytes; above it, schemes with a matrix-free encoder use it.
+ENCODER_MATRIX_BYTES = 64 * 2**20
+# elements (8 MiB of float64) of a linear map formed at once on the matrix-free paths (smaller blocks
+# measured faster: the temporaries stay in cache)
+_BLOCK_ELEMENTS = 2**20
+_LOOKUP = object()  # _decode2: look the decoder up in the cache
+
+
+def _row_blocks(n_rows: int, n_cols: int):
+    """Slices of [0, n_rows) whose (rows, n_cols) block holds at most _BLOCK_ELEMENTS elements."""
+    step = max(1, _BLOCK_ELEMENTS // max(n_cols, 1))
+    return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
+
+
+def _check_many(Y, name: str, n_rows: int, what: str):
+    """Check a stack of batches, shape (B, n_rows, *item_shape); return (B, n_rows, p) and item_shape."""
+    if np.iscomplexobj(Y):
+        raise TypeError(f"{name} must be real; got a complex array (its imaginary part would be lost)")
+    try:
+        arr = np.asarray(Y, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(Y).__name__}: {exc}") from None
+    if arr.ndim < 2 or arr.shape[1] != n_rows:
+        hint = (f"; shape ({n_rows}, ...) is one batch: pass {name}[None] or use the single-batch method"
+                if arr.ndim >= 1 and arr.shape[0] == n_rows else "")
+        raise ValueError(f"{name} must have shape (B, {n_rows}, ...): B batches of {n_rows} {what}, "
+                         f"got shape {arr.shape}{hint}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least one batch, got shape {arr.shape}")
+    B = arr.shape[0]
+    flat, item = check_batch(arr.reshape(B * n_rows, *arr.shape[2:]), name)
+    return flat.reshape(B, n_rows, -1), item
+
+
+def _stack_columns(Y3):
+    """(B, n, p) -> (n, B*p): batch b's columns are b*p .. (b+1)*p - 1."""
+    B, n, p = Y3.shape
+    return np.ascontiguousarray(Y3.transpose(1, 0, 2)).reshape(n, B * p)
+
+
+def _unstack_columns(M, B):
+    """(r, B*p) -> (B, r, p), the inverse of :func:`_stack_columns`."""
+    r = M.shape[0]
+    return M.reshape(r, B, -1).transpose(1, 0, 2)
 
 
 @dataclass
@@ -93,6 +140,8 @@ class CodingScheme:
         else:
             self.beta = make_points(worker_points, self.n_workers, "worker_points")
         self._E = None
+        self._cache = DecoderCache(DEFAULT_DECODER_CACHE, DEFAULT_DECODER_CACHE_BYTES)
+        self.encoder_matrix_bytes = ENCODER_MATRIX_BYTES
 
     @property
     def systematic(self) -> bool:
@@ -118,11 +167,95 @@ class CodingScheme:
         return {k: getattr(self, k) for k in self._param_names() if hasattr(self, k)}
 
     def with_params(self, **params) -> "CodingScheme":
-        """A new scheme of the same class with some parameters changed."""
+        """A new scheme of the same class with some parameters changed.
+
+        The new scheme keeps this one's decoder-cache settings
+        (:meth:`set_decoder_cache`) with an empty cache."""
         unknown = set(params) - set(self._param_names())
         if unknown:
             raise TypeError(f"{type(self).__name__} has no parameters {sorted(unknown)}")
-        return type(self)(**{**self.get_params(), **params})
+        new = type(self)(**{**self.get_params(), **params})
+        new.set_decoder_cache(self._cache.maxsize, max_bytes=self._cache.max_bytes)
+        new.encoder_matrix_bytes = self.encoder_matrix_bytes
+        return new
+
+    # -- decoder cache --------------------------------------------------------
+    @property
+    def caches_decoders(self) -> bool:
+        """Whether this scheme's decoder is a fixed matrix per returned set, and so cacheable.
+
+        True for BACC, LCC, LeTCC and GCC with a fixed kernel and ridge; False
+        for GCC's automatic selection (``adaptive``), whose decoder depends
+        on the outputs, and for replication and ParM, which copy outputs."""
+        return False
+
+    def set_decoder_cache(self, maxsize: int = DEFAULT_DECODER_CACHE, *,
+                          max_bytes: int = DEFAULT_DECODER_CACHE_BYTES) -> "CodingScheme":
+        """Bound this scheme's decoder cache (a setting, not a parameter: it never changes an estimate
+        beyond round-off, so it is not in :meth:`get_params` or the repr).
+
+        Parameters
+        ----------
+        maxsize : int, default 32
+            Returned sets whose (K, |F|) decoder is kept, least recently used
+            dropped first; 0 disables the cache.
+        max_bytes : int, default 256 MiB
+            Memory the entries may hold together. An entry holds the
+            decoder (K, |F|) and, for schemes that report ``loo_mse``, the
+            leave-one-out map (|F|, |F|), in float64; a larger entry is
+            never built and that set is decoded directly.
+
+        Returns
+        -------
+        self
+
+        Notes
+        -----
+        A set is decoded directly the first time it is seen and its decoder
+        is built and stored the second time; from then on a decode is one
+        matrix product (``decode``) or two (``decode_with_info``, which also
+        computes the leave-one-out error). The cached product equals the
+        direct fit up to round-off amplified by the fit's conditioning
+        (relative 1e-12 to 1e-9 for the near-interpolating default ridges).
+        """
+        maxsize = check_int(maxsize, "maxsize", minimum=0)
+        max_bytes = check_int(max_bytes, "max_bytes", minimum=0)
+        self._cache.resize(maxsize, max_bytes)
+        return self
+
+    def decoder_cache_info(self) -> CacheInfo:
+        """Hits, misses, entries and bytes of the decoder cache."""
+        return self._cache.info()
+
+    def clear_decoder_cache(self) -> None:
+        """Drop every cached decoder (and reset the counters)."""
+        self._cache.clear()
+
+    def _decoder_entry_sorted(self, idx) -> DecoderEntry:  # pragma: no cover - abstract
+        """The decoder of the returned set ``idx`` (sorted by beta) as a :class:`DecoderEntry`
+        with ``rows=None``; implemented by the schemes where :attr:`caches_decoders`."""
+        raise NotImplementedError
+
+    def _entry(self, idx_sorted, *, admit=False):
+        """The cached decoder of this sorted returned set, or None to decode directly."""
+        if not self.caches_decoders:
+            return None
+        K, n = self.n_inputs, idx_sorted.size
+        rows = None
+        if self.systematic:
+            rows = np.setdiff1d(np.arange(K), idx_sorted[idx_sorted < K])
+        bound = 8 * ((K if rows is None else rows.size) * n + n * n)
+
+        def build():
+            e = self._decoder_entry_sorted(idx_sorted)
+            D = e.D if rows is None else e.D[rows]
+            D = np.ascontiguousarray(D, dtype=np.float64)
+            D.setflags(write=False)
+            if e.loo is not None:
+                e.loo.setflags(write=False)
+            return DecoderEntry(rows, D, e.loo, e.loo_defined, dict(e.info))
+
+        return self._cache.get(idx_sorted.tobytes(), build, bound, admit=admit)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if not isinstance(v, np.ndarray))
@@ -236,9 +369,53 @@ class CodingScheme:
         -------
         coded : ndarray, shape (N, *in_shape)
             Row n is the input sent to worker n.
+
+        Notes
+        -----
+        While the (N, K) encoder matrix fits in ``encoder_matrix_bytes``
+        (default 64 MiB; an attribute of the scheme) it is built once and
+        kept, and encoding is one product. Above that, a scheme with a
+        matrix-free encoder uses it (GCC and LeTCC fit the encoder's kernel
+        ridge regression to X and evaluate it at the worker points; BACC and
+        LCC evaluate their interpolant in blocks of rows; replication copies
+        rows), so no (N, K) matrix is formed. Both give the same coded inputs
+        up to round-off amplified by the encoder's conditioning.
         """
         X2, shape = check_batch(X, "X", self.n_inputs)
-        return (self.encoder_matrix() @ X2).reshape((self.n_workers, *shape))
+        return self._encode2(X2).reshape((self.n_workers, *shape))
+
+    def encode_many(self, X) -> np.ndarray:
+        """Encode B batches at once: one product (or one fit) for all of them.
+
+        Parameters
+        ----------
+        X : array_like, shape (B, K, *in_shape)
+            ``X[b]`` is batch b.
+
+        Returns
+        -------
+        coded : ndarray, shape (B, N, *in_shape)
+            ``coded[b]`` equals ``encode(X[b])`` up to round-off.
+        """
+        X3, shape = _check_many(X, "X", self.n_inputs, "inputs")
+        B = X3.shape[0]
+        C = self._encode2(_stack_columns(X3))
+        return _unstack_columns(C, B).reshape((B, self.n_workers, *shape))
+
+    def _encode2(self, X2):
+        """(K, p) -> (N, p), by the cached matrix or matrix-free (see :meth:`encode`)."""
+        if self._E is None and 8 * self.n_workers * self.n_inputs > self.encoder_matrix_bytes:
+            out = self._encode_free(X2)
+            if out is not None:
+                out = np.asarray(out, dtype=np.float64).reshape(self.n_workers, -1)
+                if self.systematic:
+                    out[: self.n_inputs] = X2
+                return out
+        return self.encoder_matrix() @ X2
+
+    def _encode_free(self, X2):
+        """Matrix-free encoder, (K, p) -> (N, p); None where the scheme has none."""
+        return None
 
     # -- decoding -----------------------------------------------------------
     def _prepare(self, Y, returned):
@@ -250,6 +427,45 @@ class CodingScheme:
             Y2, shape = check_batch(Y, "Y", idx.size)
         order = np.argsort(self.beta[idx], kind="stable")
         return idx, order, Y2, shape
+
+    def _decode2(self, idx, order, Y2, want_info: bool, entry=_LOOKUP):
+        """Decode flattened outputs Y2 (|F|, p), rows in the order of ``idx``.
+
+        ``entry``: the cached decoder to use, None to decode directly, or
+        looked up in the cache by default. Returns (estimate (K, p), info);
+        info is complete only when ``want_info``."""
+        K = self.n_inputs
+        exact = None
+        if self.systematic:
+            sys_ret = idx < K
+            exact = np.zeros(K, dtype=bool)
+            exact[idx[sys_ret]] = True
+        if exact is not None and exact.all():  # every systematic worker returned: nothing to decode
+            est, info = np.empty((K, Y2.shape[1])), {"error_estimate": 0.0}
+        else:
+            in_order = bool(np.all(order[1:] > order[:-1]))  # already sorted by beta: no copy
+            idx_s, Ys = (idx, Y2) if in_order else (idx[order], Y2[order])
+            if entry is _LOOKUP:
+                entry = self._entry(idx_s)
+            if entry is None:
+                est, info = self._decode_sorted(idx_s, Ys, want_info)
+                est = np.array(est, dtype=np.float64).reshape(K, -1)
+            else:
+                if entry.rows is None:
+                    est = entry.D @ Ys
+                else:
+                    est = np.empty((K, Y2.shape[1]))
+                    est[entry.rows] = entry.D @ Ys
+                info = entry.info_for(Ys) if want_info else {}
+        if exact is not None:
+            est[idx[sys_ret]] = Y2[sys_ret]  # the exact outputs, not the decoder's smoothed ones
+            info["exact"] = exact
+        return est, info
+
+    def _decode(self, Y, returned, want_info: bool) -> Decoded:
+        idx, order, Y2, shape = self._prepare(Y, returned)
+        est, info = self._decode2(idx, order, Y2, want_info)
+        return Decoded(est.reshape((self.n_inputs, *shape)), info)
 
     def decode_with_info(self, Y, returned) -> Decoded:
         """Decode and report what the decoder knows.
@@ -266,22 +482,7 @@ class CodingScheme:
         Decoded
             ``estimate`` has shape (K, *out_shape).
         """
-        idx, order, Y2, shape = self._prepare(Y, returned)
-        if not self.systematic:
-            est, info = self._decode_sorted(idx[order], Y2[order])
-            return Decoded(est.reshape((self.n_inputs, *shape)), info)
-        K = self.n_inputs
-        sys_ret = idx < K
-        exact = np.zeros(K, dtype=bool)
-        exact[idx[sys_ret]] = True
-        if exact.all():  # every systematic worker returned: nothing to decode
-            est, info = np.empty((K, Y2.shape[1])), {"error_estimate": 0.0}
-        else:
-            est, info = self._decode_sorted(idx[order], Y2[order])
-            est = np.array(est, dtype=np.float64).reshape(K, -1)
-        est[idx[sys_ret]] = Y2[sys_ret]  # the exact outputs, not the decoder's smoothed ones
-        info["exact"] = exact
-        return Decoded(est.reshape((K, *shape)), info)
+        return self._decode(Y, returned, True)
 
     def decode(self, Y, returned) -> np.ndarray:
         """Estimate f(x_1..x_K) from the returned workers' outputs.
@@ -294,8 +495,107 @@ class CodingScheme:
         Returns
         -------
         estimate : ndarray, shape (K, *out_shape)
+
+        Notes
+        -----
+        Equals ``decode_with_info(Y, returned).estimate``; with a cached
+        decoder it skips the info's leave-one-out error, so it costs one
+        (K, |F|) @ (|F|, m) product. Use :meth:`decode_many` for B batches
+        that share a returned set.
         """
-        return self.decode_with_info(Y, returned).estimate
+        return self._decode(Y, returned, False).estimate
+
+    def decode_many(self, Y, returned) -> np.ndarray:
+        """Decode B batches that share one returned set.
+
+        Parameters
+        ----------
+        Y : array_like, shape (B, len(returned), *out_shape)
+            ``Y[b, i]`` is worker ``returned[i]``'s output for batch b.
+        returned : sequence of int
+
+        Returns
+        -------
+        estimate : ndarray, shape (B, K, *out_shape)
+            ``estimate[b]`` equals ``decode(Y[b], returned)`` up to round-off.
+
+        Notes
+        -----
+        A scheme with a fixed decoder (:attr:`caches_decoders`) decodes the B
+        batches as one: their outputs are stacked into (|F|, B*m) columns
+        and decoded by one cached (K, |F|) product, or one fit on a cold
+        returned set. GCC's automatic selection (``GCC.adaptive``) chooses a
+        kernel per batch, exactly as the per-batch loop does; so do
+        replication and ParM, whose decodes copy outputs.
+        """
+        if self._joint_many:
+            return self._decode_joint(Y, returned)
+        return np.stack([d.estimate for d in self._decode_many(Y, returned, False)])
+
+    def decode_many_with_info(self, Y, returned) -> list:
+        """:meth:`decode_many` with each batch's :class:`Decoded` (its own info).
+
+        Parameters
+        ----------
+        Y : array_like, shape (B, len(returned), *out_shape)
+        returned : sequence of int
+
+        Returns
+        -------
+        list of Decoded, length B
+            Entry b equals ``decode_with_info(Y[b], returned)`` up to round-off
+            (``loo_mse`` is batch b's own). With a cached decoder all B
+            estimates and leave-one-out residuals come from one product each.
+        """
+        return self._decode_many(Y, returned, True)
+
+    @property
+    def _joint_many(self) -> bool:
+        return self.caches_decoders
+
+    def _decode_joint(self, Y, returned):
+        idx = check_returned(returned, self.n_workers)
+        Y3, shape = _check_many(Y, "Y", idx.size, "worker outputs (one per returned worker)")
+        B = Y3.shape[0]
+        idx, order, _, _ = self._prepare(None, idx)
+        est, _ = self._decode2(idx, order, _stack_columns(Y3), False)
+        return _unstack_columns(est, B).reshape((B, self.n_inputs, *shape))
+
+    def _decode_many(self, Y, returned, want_info):
+        idx = check_returned(returned, self.n_workers)
+        Y3, shape = _check_many(Y, "Y", idx.size, "worker outputs (one per returned worker)")
+        B, K = Y3.shape[0], self.n_inputs
+        if not self._joint_many:
+            return [self._decode(y.reshape((idx.size, *shape)), idx, want_info) for y in Y3]
+        idx, order, _, _ = self._prepare(None, idx)
+        if self.systematic and np.count_nonzero(idx < K) == K:
+            entry = None  # nothing to decode
+        else:
+            entry = self._entry(idx[order])
+        if entry is None:  # decoded directly: one batch at a time, each with its own info
+            out = []
+            for y in Y3:
+                est, info = self._decode2(idx, order, y, want_info, entry=None)
+                out.append(Decoded(est.reshape((K, *shape)), info))
+            return out
+        est, _ = self._decode2(idx, order, _stack_columns(Y3), False, entry=entry)
+        est3 = _unstack_columns(est, B)
+        loo3 = None
+        if want_info and entry.loo is not None and entry.loo_defined:
+            loo3 = _unstack_columns(entry.loo @ _stack_columns(Y3[:, order]), B)
+        out = []
+        for b in range(B):
+            info = {}
+            if want_info:
+                info = dict(entry.info)
+                if entry.loo is not None:
+                    info["loo_mse"] = float(np.mean(loo3[b] ** 2)) if entry.loo_defined else float("nan")
+            if self.systematic:
+                exact = np.zeros(K, dtype=bool)
+                exact[idx[idx < K]] = True
+                info["exact"] = exact
+            out.append(Decoded(est3[b].reshape((K, *shape)), info))
+        return out
 
     def decoder_matrix(self, returned, Y=None) -> np.ndarray:
         """The linear decoder for this returned set: estimate = D @ Y.
@@ -309,7 +609,8 @@ class CodingScheme:
         Returns
         -------
         D : ndarray, shape (K, len(returned))
-            Columns in the order of ``returned``.
+            Columns in the order of ``returned``. A scheme that caches
+            decoders stores it (and answers later decodes from it).
         """
         idx, order, Y2, _ = self._prepare(Y, returned)
         K = self.n_inputs
@@ -317,14 +618,21 @@ class CodingScheme:
         if sys_cols.size == K:
             D = np.zeros((K, idx.size))
         else:
-            D_sorted = self._decoder_matrix_sorted(idx[order], None if Y2 is None else Y2[order])
+            entry = self._entry(idx[order], admit=True)
+            if entry is not None:
+                D_sorted = np.zeros((K, idx.size))
+                D_sorted[slice(None) if entry.rows is None else entry.rows] = entry.D
+            else:
+                D_sorted = self._decoder_matrix_sorted(idx[order], None if Y2 is None else Y2[order])
             D = np.empty_like(D_sorted)
             D[:, order] = D_sorted
         D[idx[sys_cols]] = 0.0
         D[idx[sys_cols], sys_cols] = 1.0
         return D
 
-    def _decode_sorted(self, idx, Y2):
+    def _decode_sorted(self, idx, Y2, want_info=True):
+        """Direct decode of sorted outputs (|F|, p): (estimate (K, p), info); ``want_info=False``
+        lets a scheme skip info that costs more than the estimate."""
         return self._decoder_matrix_sorted(idx, Y2) @ Y2, {}
 
     def _encoder_matrix(self) -> np.ndarray:  # pragma: no cover - abstract

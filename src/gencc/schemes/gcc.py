@@ -7,7 +7,8 @@ import numpy as np
 from .._validation import check_nonnegative
 from ..kernels import Kernel, make_kernel
 from ..ridge import CRITERIA, KernelRidge, select_ridge
-from .base import CodingScheme
+from ._cache import DecoderEntry
+from .base import CodingScheme, _row_blocks
 
 __all__ = ["GCC", "LeTCC", "DEFAULT_CANDIDATES", "CALIBRATION_GRID"]
 
@@ -128,6 +129,13 @@ class GCC(CodingScheme):
     m = 10 against 0.6 ms for the former default. When no decode-time
     selector is close enough, :meth:`calibrate` fixes the decoder by
     measured error on sample inputs.
+
+    With a fixed kernel and ridge (not :attr:`adaptive`) the decoder of a
+    returned set is a fixed (K, |F|) matrix, kept for sets that repeat
+    (:meth:`~gencc.schemes.base.CodingScheme.set_decoder_cache`), and
+    :meth:`~gencc.schemes.base.CodingScheme.decode_many` decodes B batches
+    with one product or one fit. With ``"auto"``, ``decode_many`` selects
+    per batch, exactly as a loop over :meth:`decode` does.
 
     ``info["loo_mse"]`` (:meth:`decode_with_info`) is the leave-one-out
     error of the best candidate, the decoder's own estimate of its error.
@@ -286,8 +294,26 @@ class GCC(CodingScheme):
         """Whether the decoder depends on the returned outputs (auto selection)."""
         return len(self._kernels) > 1 or self.lam_dec == "auto"
 
+    @property
+    def caches_decoders(self) -> bool:
+        """True with a fixed kernel and ridge (not :attr:`adaptive`): see
+        :meth:`~gencc.schemes.base.CodingScheme.set_decoder_cache`."""
+        return not self.adaptive
+
     def _encoder_matrix(self):
         return KernelRidge(self._enc, self.lam_enc).smoother_matrix(self.alpha, self.beta)
+
+    def _encode_free(self, X2):
+        """Fit the encoder's kernel ridge regression to X (K, p) and evaluate it at beta: (N, p)."""
+        fit = KernelRidge(self._enc, self.lam_enc).fit(self.alpha, X2)
+        return np.vstack([fit.predict(self.beta[rows]).reshape(-1, X2.shape[1])
+                          for rows in _row_blocks(self.n_workers, self.n_inputs)])
+
+    def _decoder_entry_sorted(self, idx):
+        """One fit to the identity: the decoder (K, |F|) and the leave-one-out map (|F|, |F|)."""
+        fit = KernelRidge(self._kernels[0], self.lam_dec).fit(self.beta[idx], np.eye(idx.size))
+        return DecoderEntry(None, fit.predict(self.alpha), fit.loo_residuals_, not np.isnan(fit.loo_mse_),
+                            {"kernel": str(fit.kernel), "lam_dec": fit.lam_effective_})
 
     def _fit_decoder(self, idx, Y2):
         t = self.beta[idx]
@@ -302,11 +328,12 @@ class GCC(CodingScheme):
             return sel.fit, info
         by_name = {str(k): k for k in self._kernels}
         top = sorted(sel.scores, key=lambda row: row[2])[: self.mix]
-        fits = [sel.fit] + [KernelRidge(by_name[name], lam_k).fit(t, Y2) for name, lam_k, _ in top[1:]]
+        fits = [sel.fit] + [sel.fits.get(name) or KernelRidge(by_name[name], lam_k).fit(t, Y2)
+                            for name, lam_k, _ in top[1:]]
         info["mixture"] = [name for name, _, _ in top]
         return _Mixture(fits), info
 
-    def _decode_sorted(self, idx, Y2):
+    def _decode_sorted(self, idx, Y2, want_info=True):
         fit, info = self._fit_decoder(idx, Y2)
         return fit.predict(self.alpha).reshape(self.n_inputs, -1), info
 

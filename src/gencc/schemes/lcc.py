@@ -7,7 +7,8 @@ from numpy.polynomial import chebyshev
 
 from .._validation import check_int
 from ..interpolation import barycentric_matrix, lagrange_weights
-from .base import CodingScheme
+from ._cache import DecoderEntry
+from .base import CodingScheme, _row_blocks
 
 __all__ = ["LCC"]
 
@@ -60,8 +61,26 @@ class LCC(CodingScheme):
         """The recovery threshold (K - 1) deg + 1: exact for polynomial f of that degree."""
         return self.min_returns
 
+    @property
+    def caches_decoders(self) -> bool:
+        return True
+
     def _encoder_matrix(self):
         return barycentric_matrix(self.alpha, lagrange_weights(self.alpha), self.beta)
+
+    def _encode_free(self, X2):
+        w = lagrange_weights(self.alpha)
+        return np.vstack([barycentric_matrix(self.alpha, w, self.beta[rows]) @ X2
+                          for rows in _row_blocks(self.n_workers, self.n_inputs)])
+
+    def _decoder_entry_sorted(self, idx):
+        return DecoderEntry(None, self._decoder_matrix_sorted(idx, None))
+
+    def _decode_sorted(self, idx, Y2, want_info=True):
+        # least squares on the outputs themselves: no (K, |F|) matrix on a direct decode
+        D = self.min_returns - 1
+        coef = np.linalg.lstsq(chebyshev.chebvander(self.beta[idx], D), Y2, rcond=None)[0]
+        return chebyshev.chebvander(self.alpha, D) @ coef, {}
 
     def _decoder_matrix_sorted(self, idx, Y2):
         D = self.min_returns - 1

@@ -235,6 +235,9 @@ class ParM(CodingScheme):
             )
         return Decoded(est, info)
 
+    def _decode(self, Y, returned, want_info):
+        return ParM.decode_with_info(self, Y, returned)
+
 
 class _Built:
     """A zero-argument factory returning an already built function (picklable if it is)."""

@@ -82,10 +82,20 @@ class Replication(CodingScheme):
             D[k, col] = 1.0
         return D
 
-    def decode_with_info(self, Y, returned):
+    def _encode2(self, X2):
+        return X2[self.assignment]  # worker n gets a copy of x_{assignment[n]}: a gather, no (N, K) product
+
+    def _decode_sorted(self, idx, Y2, want_info=True):
+        # a copy per input: the first returned worker holding it (a gather, not a product)
+        ks, first = np.unique(self.assignment[idx], return_index=True)
+        est = np.zeros((self.n_inputs, Y2.shape[1]))
+        est[ks] = Y2[first]
+        return est, {}
+
+    def _decode(self, Y, returned, want_info):
         idx, order, Y2, shape = self._prepare(Y, returned)
         mask = self.available(idx)
-        decoded = super().decode_with_info(Y, returned)
+        decoded = super()._decode(Y, returned, want_info)
         decoded.info["error_estimate"] = 0.0  # a returned copy is f's own output
         decoded.info["exact"] = mask
         decoded.info["copies_returned"] = np.bincount(self.assignment[idx], minlength=self.n_inputs)

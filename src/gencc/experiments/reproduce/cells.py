@@ -11,14 +11,21 @@ from ...evaluate import evaluate
 from ...schemes import make_scheme
 from ...workloads import get
 from ..compare import build_schemes
-from ..peers import tuned
+from ..peers import params_label, tuned
 
 # Part of every cell's key: bump it when a cell's result changes meaning (a
 # metric's definition, a scheme's default), so a resumed run recomputes.
 # 3: LeTCC at its best ridges from a grid, rows carry "params".
-CELL_VERSION = 3
+# 4: GCC's default decoder is the gap-aware selector; "gcc-cal" and "gcc-oracle".
+CELL_VERSION = 4
 
 TUNED = ("letcc",)  # base schemes run at their best parameters from the config's grid
+
+# GCC with a fixed decoder from gencc.CALIBRATION_GRID chosen by measured MSE:
+# "gcc-cal" on calibration batches (another seed: what a user can do), and
+# "gcc-oracle" on the evaluation batches themselves (the best fixed
+# configuration in hindsight: a yardstick no decoder can be run at).
+CALIBRATED = ("gcc-cal", "gcc-oracle")
 
 
 def _parm(K, N, workload):
@@ -48,7 +55,10 @@ def scheme_applies(name: str, K: int, N: int) -> bool:
 
 
 def build_scheme(name: str, K: int, N: int, workload: str, degree: int | None = None):
-    """A scheme by name: make_scheme's names, ``"<name>-sys"`` and EXTRA_SCHEMES."""
+    """A scheme by name: make_scheme's names, ``"<name>-sys"``, EXTRA_SCHEMES and
+    CALIBRATED (here the GCC that calibration starts from)."""
+    if name in CALIBRATED:
+        return make_scheme("gcc", K, N)
     if name in EXTRA_SCHEMES:
         return EXTRA_SCHEMES[name][0](K, N, workload)
     if name.endswith("-sys"):
@@ -102,9 +112,10 @@ class Cell:
 def make_cell(cfg, sweep, workload, N, K, name, kind, S=None, p=None, rounds=1) -> Cell:
     """The cell of scheme ``name`` at a setting, with the config's tuning grid where it applies."""
     tune = base_name(name) in TUNED
+    calib = tune or name == "gcc-cal"
     return Cell(sweep, workload, N, K, name, kind, S, p, rounds, cfg.seed,
                 cfg.lcc_degree if base_name(name) == "lcc" else None,
-                cfg.letcc_grid if tune else None, cfg.calib_rounds(rounds) if tune else None)
+                cfg.letcc_grid if tune else None, cfg.calib_rounds(rounds) if calib else None)
 
 
 def _applicable(scheme, cell) -> bool:
@@ -128,6 +139,11 @@ def run_cell(cell: Cell) -> dict | None:
     params = None
     if cell.grid is not None:
         scheme, params = tuned(wl.f, scheme, wl.X, model, cell.grid, cell.calib_rounds, cell.calib_seed)
+    elif cell.scheme in CALIBRATED:
+        oracle = cell.scheme == "gcc-oracle"
+        scheme = scheme.calibrate(wl.f, wl.X, model, rounds=cell.rounds if oracle else cell.calib_rounds,
+                                  seed=cell.setting_seed if oracle else cell.calib_seed)
+        params = params_label(scheme.calibration_[0][0])
     ev = evaluate(wl.f, scheme, wl.X, model, rounds=cell.rounds, seed=cell.setting_seed, task=wl.harness_task)
     row = {"workload": cell.workload, "scheme": cell.scheme, "N": cell.N, "K": cell.K,
            "stragglers": cell.stragglers, "S": cell.S, "p": cell.p, "rounds": cell.rounds, "params": params}

@@ -20,6 +20,10 @@ class ReproduceConfig:
     decodes). LCC assumes f has degree ``lcc_degree`` and runs only where
     enough workers can return for it.
 
+    The ``dnn`` sweep adds ``dnn_extra``: GCC calibrated on held-out batches
+    (``gcc-cal``) and the best fixed GCC decoder in hindsight (``gcc-oracle``),
+    both from ``gencc.CALIBRATION_GRID``.
+
     LeTCC runs at its best ridges from ``letcc_grid`` (pairs of a parameter
     name and its values), chosen by :func:`gencc.tune` (lowest MSE) on
     ``max(2, rounds // calib_divisor)`` calibration batches drawn with another
@@ -48,6 +52,7 @@ class ReproduceConfig:
     bernoulli_K: int = 4
     bernoulli_ps: tuple = (0.05, 0.1, 0.2)
     bernoulli_Ns: tuple = (16, 24, 32, 48, 64, 96, 128)
+    dnn_extra: tuple = ("gcc-cal", "gcc-oracle")  # calibrated GCC and the hindsight oracle, dnn sweep only
     dnn_models: tuple = ("lenet5", "convnet", "vit", "lenet5-mnist", "minilm")
     dnn_settings: tuple = ((12, 4, 3), (16, 4, 8), (32, 8, 4), (32, 8, 16))  # (N, K, S)
     degraded_models: tuple = ("lenet5", "convnet", "vit", "lenet5-mnist", "minilm")
