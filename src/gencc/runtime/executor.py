@@ -474,10 +474,13 @@ class CodedExecutor:
         Parameters
         ----------
         wait : bool
-            Let pending batches finish first (each within ``timeout``).
-            Otherwise they fail at once with :class:`BatchFailedError`.
+            Let pending batches finish first (each within ``timeout``), after
+            dispatching the :meth:`submit_one` requests still in the batching
+            window. Otherwise those requests are cancelled and pending batches
+            fail at once with :class:`BatchFailedError`.
         cancel_futures : bool
-            Fail pending batches at once, even with ``wait``.
+            Cancel the requests in the window and fail pending batches at
+            once, even with ``wait``.
         """
         with self._shutdown_lock:
             if self._shutdown:
