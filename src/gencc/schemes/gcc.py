@@ -95,14 +95,14 @@ class GCC(CodingScheme):
     robust : bool, default False
         Screen the returned outputs for Byzantine workers before decoding
         (:func:`gencc.robust.screen_outliers`: iterative removal by
-        leave-one-out residuals of a fixed Sobolev2 fit, standardised by
+        leave-one-out residuals of a fixed Sobolev2 fit at lam 1e-4, standardised by
         their Gaussian-process variance and pooled over the output
         coordinates) and decode without the flagged ones, at most
         ``max(1, |F| // 5)`` of them and never below ``trusted_returns``
         workers. ``Decoded.info["flagged"]`` lists them (worker indices).
         Off by default: on honest workers it cost more than 1.1x the plain
         decode's MSE in some settings (``docs/byzantine_study.txt``).
-    robust_threshold : float, default 8.0
+    robust_threshold : float, default 3.0
         A worker is flagged while its pooled standardised residual exceeds
         this many robust standard deviations.
 
@@ -204,7 +204,7 @@ class GCC(CodingScheme):
         data_points="chebyshev1",
         worker_points="chebyshev2",
         robust=False,
-        robust_threshold=8.0,
+        robust_threshold=3.0,
     ):
         super().__init__(n_inputs, n_workers, data_points=data_points, worker_points=worker_points)
         if not isinstance(robust, (bool, np.bool_)):
@@ -427,7 +427,7 @@ class LeTCC(GCC):
     name = "letcc"
 
     def __init__(self, n_inputs, n_workers, *, lam_enc=1e-6, lam_dec=1e-6,
-                 data_points="chebyshev1", worker_points="chebyshev2", robust=False, robust_threshold=8.0):
+                 data_points="chebyshev1", worker_points="chebyshev2", robust=False, robust_threshold=3.0):
         if isinstance(lam_dec, str):
             raise ValueError(f"lam_dec must be a number >= 0 for LeTCC, got {lam_dec!r}")
         super().__init__(n_inputs, n_workers, kernel="sobolev2", lam_dec=lam_dec, lam_enc=lam_enc,
