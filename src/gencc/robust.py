@@ -59,7 +59,8 @@ def _standardised(t, Y, kernel, lam):
 def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 3.0,
                     kernel: Kernel | None = None, lam: float = 1e-8, local: int = 0,
                     local_threshold: float = 3.0, rtol: float = 1e-7, contrast: bool = False,
-                    confirm: int = 3, gain: float = 4.0, pairs: bool = False) -> np.ndarray:
+                    confirm: int = 3, gain: float = 4.0, pairs: bool = False, gross: float = 6.0,
+                    gross_lam: float = 1e-4) -> np.ndarray:
     """Flag outputs inconsistent with a smooth curve through the rest, one at a time.
 
     Parameters
@@ -125,6 +126,11 @@ def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 
     Y = np.asarray(Y, dtype=np.float64).reshape(t.size, -1)
     keep = np.ones(t.size, dtype=bool)
     flagged = []
+    if gross and confirm:  # first the gross liars, by the smoothing fit's scores alone
+        first = screen_outliers(t, Y, min_keep=min_keep, max_remove=max_remove, threshold=gross,
+                                kernel=kernel, lam=gross_lam, rtol=rtol, confirm=0)
+        keep[first] = False
+        flagged = [int(i) for i in first]
     while len(flagged) < max_remove and keep.sum() > max(min_keep, 3):
         rows = np.flatnonzero(keep)
         z, r = _standardised(t[rows], Y[rows], kernel, lam)
