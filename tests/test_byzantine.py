@@ -194,3 +194,17 @@ def test_evaluate_with_an_attack_keeps_the_straggler_draws_and_is_seeded():
     assert a.samples["flag_recall"].size == 0  # a plain decoder flags nothing: no flag metrics
     with pytest.raises(TypeError, match="byzantine must be a gencc.byzantine.ByzantineModel"):
         gencc.evaluate(np.sin, s, X, st.NoStragglers(), rounds=1, byzantine="sign-flip")
+
+
+def test_a_lying_systematic_worker_is_flagged_and_its_input_decoded_from_parities():
+    s = gencc.GCC(4, 16, worker_points="systematic", robust=True)
+    X = np.random.default_rng(0).uniform(-1, 1, size=(4, 3))
+    Y = np.sin(2 * s.encode(X))
+    ret = np.arange(16)
+    Yr = Y.copy()
+    Yr[1] += 30.0
+    dec = s.decode_with_info(Yr, ret)
+    assert dec.info["flagged"].tolist() == [1]
+    assert dec.info["exact"].tolist() == [True, False, True, True]
+    assert np.allclose(dec.estimate, s.with_params(robust=False).decode(np.delete(Yr, 1, 0), np.delete(ret, 1)))
+    assert np.abs(dec.estimate[1] - np.sin(2 * X[1])).max() < 0.1  # not the lie (off by 30)

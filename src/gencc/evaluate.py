@@ -205,8 +205,8 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
         attacked outputs. Its random choices come from their own stream
         (spawned from ``seed``), so straggler draws are those without an
         attack, and every scheme evaluated at a seed sees the same attacks.
-        Adds ``"clean_mse"`` (the same draw decoded from the honest
-        outputs), ``"n_flagged"`` (workers the decoder flagged,
+        Adds ``"clean_mse"`` (the same draw decoded by the same scheme
+        from the honest outputs), ``"n_flagged"`` (workers the decoder flagged,
         ``Decoded.info["flagged"]``; 0 where it flags none),
         ``"false_flags"`` (flagged honest workers), ``"flag_precision"``
         (over draws with a flag) and ``"flag_recall"`` (over draws with a

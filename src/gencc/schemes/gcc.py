@@ -102,7 +102,9 @@ class GCC(CodingScheme):
         steer the kernel selection. At most ``max(1, |F| // 5)`` workers
         are flagged, never leaving fewer than ``trusted_returns``;
         ``Decoded.info["flagged"]`` lists them (worker indices). A robust
-        scheme decodes each batch of ``decode_many`` on its own. Off by
+        scheme decodes each batch of ``decode_many`` on its own;
+        ``decoder_matrix`` is the plain decoder of the set it is given
+        (``decoder_matrix(kept)`` is the robust decode's). Off by
         default: on honest workers it cost 0.99-1.11x the plain decode's
         MSE (geometric mean; single draws up to 4x) and 0.4-8 ms per
         decode (``docs/byzantine_study.txt``).
