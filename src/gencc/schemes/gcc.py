@@ -106,8 +106,8 @@ class GCC(CodingScheme):
         ``decoder_matrix`` is the plain decoder of the set it is given
         (``decoder_matrix(kept)`` is the robust decode's). Off by
         default: on honest workers it cost 0.99-1.11x the plain decode's
-        MSE (geometric mean; single draws up to 4x) and 0.4-8 ms per
-        decode (``docs/byzantine_study.txt``).
+        MSE (geometric mean; single draws up to 4x) and up to about
+        7 ms per decode (``docs/byzantine_study.txt``).
     robust_threshold : float, default 3.0
         A worker is a candidate while its pooled standardised residual
         exceeds this many robust standard deviations.
