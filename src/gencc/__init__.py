@@ -1,14 +1,14 @@
 """gencc: General Coded Computing for straggler-resilient distributed inference.
 
 The math (``points``, ``kernels``, ``ridge``, ``interpolation``, ``schemes``,
-``stragglers``, ``evaluate``) knows nothing of processes; ``gencc.runtime``
+``stragglers``, ``byzantine``, ``robust``, ``evaluate``) knows nothing of processes; ``gencc.runtime``
 runs schemes on real workers; ``gencc.workloads`` and ``gencc.experiments``
 sit on top of both.
 """
 
 import logging
 
-from . import kernels, points, stragglers
+from . import byzantine, kernels, points, robust, stragglers
 from .errors import IllConditionedWarning, InsufficientReturnsError, MissingOutputsError
 from .evaluate import Evaluation, evaluate
 from .schemes import (BACC, GCC, LCC, SCHEMES, CodingScheme, Decoded, LeTCC, ParM, Replication, Uncoded,
@@ -21,7 +21,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "GCC", "LeTCC", "BACC", "LCC", "ParM", "Replication", "Uncoded", "CodingScheme", "Decoded", "SCHEMES",
-    "make_scheme", "evaluate", "Evaluation", "tune", "kernels", "points", "stragglers",
+    "make_scheme", "evaluate", "Evaluation", "tune", "kernels", "points", "stragglers", "byzantine", "robust",
     "InsufficientReturnsError", "MissingOutputsError", "IllConditionedWarning", "__version__",
 ]
 

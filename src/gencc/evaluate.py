@@ -173,7 +173,8 @@ def cosine_similarity(A, B) -> np.ndarray:
 
 
 def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: int = 20, draws: int = 1,
-             seed=0, task: str = "regression", confidence: float = 0.95, progress: bool = False) -> Evaluation:
+             seed=0, task: str = "regression", confidence: float = 0.95, progress: bool = False,
+             byzantine=None) -> Evaluation:
     """Measure a scheme's decoding accuracy on f under a straggler model.
 
     Parameters
@@ -199,6 +200,18 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
         Level of the t-intervals.
     progress : bool
         Show a progress bar.
+    byzantine : gencc.byzantine.ByzantineModel, optional
+        An attack on the returned outputs of each draw: the decoder sees the
+        attacked outputs. Its random choices come from their own stream
+        (spawned from ``seed``), so straggler draws are those without an
+        attack, and every scheme evaluated at a seed sees the same attacks.
+        Adds ``"clean_mse"`` (the same draw decoded by the same scheme
+        from the honest outputs), ``"n_flagged"`` (workers the decoder flagged,
+        ``Decoded.info["flagged"]``; 0 where it flags none),
+        ``"false_flags"`` (flagged honest workers), ``"flag_precision"``
+        (over draws with a flag) and ``"flag_recall"`` (over draws with a
+        liar), the last three only for decoders that report ``"flagged"``.
+        Adversarial straggler models still score honest decodes.
 
     Returns
     -------
@@ -220,12 +233,21 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
     check_batch(Xa, "X")
     rng = rng_from(seed)
     K, N = scheme.n_inputs, scheme.n_workers
+    if byzantine is not None:
+        from .byzantine import ByzantineModel
+
+        if not isinstance(byzantine, ByzantineModel):
+            raise TypeError(f"byzantine must be a gencc.byzantine.ByzantineModel or None, got {byzantine!r}")
+        brng = rng.spawn(1)[0]  # its own stream: the straggler draws stay those without an attack
     samples = {k: [] for k in ("mse", "rmse", "max_error", "loo_mse")}
     samples["exact_share"], samples["degraded_mse"] = [], []
     if task == "classification":
         samples["accuracy"], samples["degraded_accuracy"] = [], []
     if task == "embedding":
         samples["cosine"] = []
+    if byzantine is not None:
+        for k in ("clean_mse", "n_flagged", "false_flags", "flag_precision", "flag_recall"):
+            samples[k] = []
     truths, failures, missing, answered, n_ret = [], 0, 0, 0, []
 
     iterator = range(rounds)
@@ -253,9 +275,24 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
             ret = stragglers.returned(N, rng, error=error if stragglers.adversarial else None)
             n_ret.append(ret.size)
             answered += K
+            Yret = Y[ret]
+            if byzantine is not None:
+                Yret, liars = byzantine.attack(Yret, ret, brng, points=scheme.beta[ret])
             try:
-                dec = scheme.decode_with_info(Y[ret], ret)
+                dec = scheme.decode_with_info(Yret, ret)
                 est, ok, loo = dec.estimate, np.ones(K, dtype=bool), dec.error_estimate
+                if byzantine is not None:
+                    clean = scheme.decode(Y[ret], ret)
+                    samples["clean_mse"].append(float(np.mean((clean - truth) ** 2)))
+                    flagged = dec.info.get("flagged")
+                    if flagged is not None:
+                        hit = np.isin(flagged, liars)
+                        samples["n_flagged"].append(float(flagged.size))
+                        samples["false_flags"].append(float(np.count_nonzero(~hit)))
+                        if flagged.size:
+                            samples["flag_precision"].append(float(hit.mean()))
+                        if liars.size:
+                            samples["flag_recall"].append(float(np.count_nonzero(hit)) / liars.size)
                 exact = np.asarray(dec.info.get("exact", np.zeros(K, dtype=bool)), dtype=bool)
             except MissingOutputsError as exc:
                 est, loo = exc.partial, None

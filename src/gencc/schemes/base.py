@@ -74,7 +74,9 @@ class Decoded:
     info : dict
         Scheme-specific facts, e.g. the kernel and ridge chosen and
         ``"loo_mse"`` (or ``"error_estimate"``), the decoder's own estimate of
-        its mean squared error. A systematic scheme adds ``"exact"``, a boolean
+        its mean squared error. A robust decode (``GCC(robust=True)``) adds
+        ``"flagged"``, the sorted worker indices it judged wrong and left
+        out (int64, possibly empty). A systematic scheme adds ``"exact"``, a boolean
         mask of shape (K,): the inputs answered by their own returned worker,
         copied as is.
     """
@@ -435,6 +437,13 @@ class CodingScheme:
         looked up in the cache by default. Returns (estimate (K, p), info);
         info is complete only when ``want_info``."""
         K = self.n_inputs
+        flagged = None
+        keep = self._screen(idx, Y2)
+        if keep is not None:  # a robust decode: drop the flagged workers, decode the rest
+            flagged = np.sort(idx[~keep])
+            if flagged.size:
+                idx, Y2 = idx[keep], Y2[keep]
+                order = np.argsort(self.beta[idx], kind="stable")
         exact = None
         if self.systematic:
             sys_ret = idx < K
@@ -460,7 +469,14 @@ class CodingScheme:
         if exact is not None:
             est[idx[sys_ret]] = Y2[sys_ret]  # the exact outputs, not the decoder's smoothed ones
             info["exact"] = exact
+        if flagged is not None:
+            info["flagged"] = flagged
         return est, info
+
+    def _screen(self, idx, Y2):
+        """Robust decoding hook: a boolean mask over the rows of Y2 (|F|, p), in the order of
+        ``idx``, of the workers to keep, or None when the scheme does not screen."""
+        return None
 
     def _decode(self, Y, returned, want_info: bool) -> Decoded:
         idx, order, Y2, shape = self._prepare(Y, returned)
@@ -550,8 +566,8 @@ class CodingScheme:
         return self._decode_many(Y, returned, True)
 
     @property
-    def _joint_many(self) -> bool:
-        return self.caches_decoders
+    def _joint_many(self) -> bool:  # a robust decode screens each batch on its own
+        return self.caches_decoders and not getattr(self, "robust", False)
 
     def _decode_joint(self, Y, returned):
         idx = check_returned(returned, self.n_workers)

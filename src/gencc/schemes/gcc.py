@@ -7,6 +7,7 @@ import numpy as np
 from .._validation import check_nonnegative
 from ..kernels import Kernel, make_kernel
 from ..ridge import CRITERIA, KernelRidge, select_ridge
+from ..robust import screen_outliers
 from ._cache import DecoderEntry
 from .base import CodingScheme, _row_blocks
 
@@ -91,6 +92,25 @@ class GCC(CodingScheme):
         f(x_k) and are returned as is; workers K..N-1 are parities at
         :func:`gencc.points.parity_points`, used only to decode the inputs
         whose systematic worker straggled.
+    robust : bool, default False
+        Screen the returned outputs for Byzantine workers before decoding
+        (:func:`gencc.robust.screen_outliers`: one-at-a-time removal by
+        the leave-one-out residuals of a fixed Sobolev2 fit, standardised
+        by their Gaussian-process variance and pooled over the output
+        coordinates, each removal confirmed by how much it clears the
+        others' residuals) and decode the rest as usual, so a liar cannot
+        steer the kernel selection. At most ``max(1, |F| // 5)`` workers
+        are flagged, never leaving fewer than ``trusted_returns``;
+        ``Decoded.info["flagged"]`` lists them (worker indices). A robust
+        scheme decodes each batch of ``decode_many`` on its own;
+        ``decoder_matrix`` is the plain decoder of the set it is given
+        (``decoder_matrix(kept)`` is the robust decode's). Off by
+        default: on honest workers it cost 0.99-1.11x the plain decode's
+        MSE (geometric mean; single draws up to 4x) and up to about
+        7 ms per decode (``docs/byzantine_study.txt``).
+    robust_threshold : float, default 3.0
+        A worker is a candidate while its pooled standardised residual
+        exceeds this many robust standard deviations.
 
     Notes
     -----
@@ -189,8 +209,16 @@ class GCC(CodingScheme):
         mix=3,
         data_points="chebyshev1",
         worker_points="chebyshev2",
+        robust=False,
+        robust_threshold=3.0,
     ):
         super().__init__(n_inputs, n_workers, data_points=data_points, worker_points=worker_points)
+        if not isinstance(robust, (bool, np.bool_)):
+            raise TypeError(f"robust must be True or False, got {robust!r}")
+        self.robust = bool(robust)
+        self.robust_threshold = check_nonnegative(robust_threshold, "robust_threshold")
+        if self.robust_threshold == 0:
+            raise ValueError("robust_threshold must be > 0")
         self.kernel = kernel
         self.scale = scale
         self.lam_dec = _check_lam(lam_dec, "lam_dec")
@@ -300,6 +328,22 @@ class GCC(CodingScheme):
         :meth:`~gencc.schemes.base.CodingScheme.set_decoder_cache`."""
         return not self.adaptive
 
+    def _screen(self, idx, Y2):
+        """Flag returned workers whose outputs a smooth curve through the rest does not explain
+        (:func:`gencc.robust.screen_outliers`, a fixed Sobolev2 fit): keep-mask over Y2's rows."""
+        if not self.robust:
+            return None
+        n = idx.size
+        keep = np.ones(n, dtype=bool)
+        max_remove = min(n - self.trusted_returns, max(1, n // 5))
+        if max_remove < 1:
+            return keep
+        order = np.argsort(self.beta[idx], kind="stable")
+        bad = screen_outliers(self.beta[idx][order], Y2[order], min_keep=self.trusted_returns,
+                              max_remove=max_remove, threshold=self.robust_threshold)
+        keep[order[bad]] = False
+        return keep
+
     def _encoder_matrix(self):
         return KernelRidge(self._enc, self.lam_enc).smoother_matrix(self.alpha, self.beta)
 
@@ -390,12 +434,14 @@ class LeTCC(GCC):
     name = "letcc"
 
     def __init__(self, n_inputs, n_workers, *, lam_enc=1e-6, lam_dec=1e-6,
-                 data_points="chebyshev1", worker_points="chebyshev2"):
+                 data_points="chebyshev1", worker_points="chebyshev2", robust=False, robust_threshold=3.0):
         if isinstance(lam_dec, str):
             raise ValueError(f"lam_dec must be a number >= 0 for LeTCC, got {lam_dec!r}")
         super().__init__(n_inputs, n_workers, kernel="sobolev2", lam_dec=lam_dec, lam_enc=lam_enc,
-                         data_points=data_points, worker_points=worker_points)
+                         data_points=data_points, worker_points=worker_points, robust=robust,
+                         robust_threshold=robust_threshold)
 
     @classmethod
     def _param_names(cls):
-        return ["n_inputs", "n_workers", "lam_enc", "lam_dec", "data_points", "worker_points"]
+        return ["n_inputs", "n_workers", "lam_enc", "lam_dec", "data_points", "worker_points", "robust",
+                "robust_threshold"]
