@@ -88,7 +88,9 @@ def main(argv=None):
     ap.add_argument("-K", type=int, default=4)
     ap.add_argument("--micro-batch", type=int, default=2)
     ap.add_argument("--base", type=float, default=0.04, help="injected task time, seconds")
-    ap.add_argument("--window", type=float, default=None, help="batching window, seconds (default base / 2)")
+    ap.add_argument("--window", type=float, default=None,
+                    help="batching window, seconds (default: the mean time to fill a batch at the offered rate, "
+                         "at most 4 x base)")
     ap.add_argument("--loads", default="0.3,0.5,0.7")
     ap.add_argument("--factors", default=None, help="N / K (default 1.25,1.5,2; quick: 1.25)")
     ap.add_argument("--stragglers", default=None, help="default slow-nodes,pareto,cpu-hog; quick: slow-nodes")
@@ -103,7 +105,8 @@ def main(argv=None):
     n_req = args.requests or (400 if args.quick else 2000)
     loads = [float(x) for x in args.loads.split(",")]
     K, B, base = args.K, args.micro_batch, args.base
-    window = base / 2 if args.window is None else args.window
+    window_cap = 4 * base  # the batching window, unless --window: the time to fill a group at the offered rate,
+    # at most 4 x base
     schemes = args.schemes.split(",")
     wl = get(args.workload)
     model = WorkloadFactory(args.workload)
@@ -119,13 +122,15 @@ def main(argv=None):
     rows = []
 
     def serve(name, factor, kind, N, scheme=None, params=None):
-        ex = make_executor(name, model, K, N, B, base, window, None, backend=args.backend,
+        ex = make_executor(name, model, K, N, B, base, window_cap, None, backend=args.backend,
                            backend_options=opts, scheme=scheme)
         try:
             for load in loads:
                 rate = load * capacity
                 times = arrival_times(rate, n_req, args.seed + int(1000 * load))  # same arrivals for every scheme
                 n_w = K if name.startswith("uncoded") else N
+                group = B if name == "hedged" else B * K  # requests per task (hedged) or per coded batch
+                ex.set_batch_window(min(window_cap, group / rate) if args.window is None else args.window)
                 ex.faults = WorkerStragglers(straggler_model("none" if name == "uncoded-clean" else kind, base),
                                              n_w, seed=args.seed)
                 hog_s = float(times[-1]) + args.run_limit
@@ -137,7 +142,7 @@ def main(argv=None):
                     run = run_open_loop(ex, X, times, run_limit=args.run_limit)
                 row = {"backend": args.backend, "factor": factor, "stragglers": kind if name != "uncoded-clean"
                        else "none", "scheme": name, "workers": n_w, "load": load, "params": params,
-                       **summarize(run, truth, rate), "loadavg": round(os.getloadavg()[0], 1)}
+                       "window_ms": 1e3 * ex.batch_window, **summarize(run, truth, rate), "loadavg": round(os.getloadavg()[0], 1)}
                 if name == "hedged":
                     row["hedged"] = int(ex.stats["hedged"])
                 rows.append(row)
@@ -167,10 +172,10 @@ def main(argv=None):
         r["p999/clean_p50"] = r["p999_ms"] / c["p50_ms"] if c else float("nan")
         h = hedged.get((r["factor"], r["stragglers"], r["load"]))
         r["p999/hedged"] = r["p999_ms"] / h["p999_ms"] if h else float("nan")
-    cols = ["factor", "stragglers", "scheme", "workers", "load", "offered_rps", "throughput_rps", "p50_ms", "p99_ms",
+    cols = ["factor", "stragglers", "scheme", "workers", "load", "window_ms", "offered_rps", "throughput_rps", "p50_ms", "p99_ms",
             "p999_ms", "p999/clean_p50", "p999/hedged", "agreement", "exact", "answered", "errors", "lost",
             "unaccounted", "loadavg"]
-    title = (f"{args.workload}, K={K}, B={B}, base {base:g} s, window {window:g} s, {n_req} requests per run, "
+    title = (f"{args.workload}, K={K}, B={B}, base {base:g} s, window: fill time <= {window_cap:g} s, {n_req} requests per run, "
              f"{args.backend} backend, capacity {capacity:.0f}/s, {os.cpu_count()} cores, "
              f"load average at start {uptime[0]:.1f}")
     print(format_table(rows, cols, title=title))
@@ -178,7 +183,7 @@ def main(argv=None):
     print(f"lost or unaccounted requests: {lost}; total {time.monotonic() - t_start:.0f} s")
     os.makedirs(args.out, exist_ok=True)
     suffix = "" if args.backend == "local" else f"_{args.backend}"
-    settings = vars(args) | {"capacity_rps": capacity, "window": window, "letcc_grid": LETCC_GRID,
+    settings = vars(args) | {"capacity_rps": capacity, "window_cap": window_cap, "letcc_grid": LETCC_GRID,
                              "loadavg_start": uptime, "cores": os.cpu_count()}
     write_json({"settings": settings, "rows": rows}, os.path.join(args.out, f"load{suffix}.json"))
     write_csv(rows, os.path.join(args.out, f"load{suffix}.csv"), cols + ["params", "max_ms", "hedged"])

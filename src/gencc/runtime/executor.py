@@ -550,6 +550,11 @@ class CodedExecutor:
     def backend(self):
         return self._backend
 
+    def set_batch_window(self, seconds: float):
+        """Change ``batch_window`` (seconds) for the requests that arrive from now on."""
+        self.batch_window = check_nonnegative(seconds, "seconds")
+        self._batcher.window = self.batch_window
+
     # -- dispatcher: moves events, asks `decide` what to do -------------------
     _SWEEP_S = 0.01  # timers (deadline, timeout, hangs) are checked this often; events act at once
 

@@ -228,6 +228,11 @@ class HedgedExecutor:
     def backend(self):
         return self._backend
 
+    def set_batch_window(self, seconds: float):
+        """Change ``batch_window`` (seconds) for the requests that arrive from now on."""
+        self.batch_window = check_nonnegative(seconds, "seconds")
+        self._batcher.window = self.batch_window
+
     # -- dispatcher -------------------------------------------------------------
     def _send_copy(self, req, now) -> bool:
         w = pick_worker(self._loads, exclude=req.holders)
