@@ -74,7 +74,9 @@ def plot(rows, path, title):
                title=f"{fac}x workers, {strag} (solid p99.9, dashed p50)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6)
-    fig.suptitle(title, fontsize=8)
+    import textwrap
+
+    fig.suptitle("\n".join(textwrap.wrap(title, 90)), fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
