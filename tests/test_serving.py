@@ -329,3 +329,46 @@ def test_hedged_requests_answer_every_input_on_real_workers():
         got = np.stack(list(ex.map(X, timeout=60)))
     np.testing.assert_allclose(got, f(X), rtol=1e-9, atol=1e-9)
     assert ex.stats["answered"] == 12 and ex.stats["failed"] == 0
+
+
+def test_map_yields_an_input_when_its_own_worker_returns_before_the_batch_decodes():
+    be = FakeBackend(4)
+    ex = CodedExecutor("unused", gencc.GCC(2, 4, worker_points="systematic"), be, timeout=60)
+    got = []
+    try:
+        gen = ex.map(np.array([[1.0], [2.0]]))
+        t = threading.Thread(target=lambda: got.append(next(gen)), daemon=True)
+        t.start()
+        for _ in range(1000):  # until the batch is dispatched (bounded)
+            if len(be.sent) == 4:
+                break
+            time.sleep(0.01)
+        x0 = [task.x for w, task in be.sent if w == 0][0]
+        with be.lock:  # only input 0's own worker answers: the batch cannot decode yet
+            be.events.append(TaskResult(0, 0, 0, 3.0 * x0, 0.0))
+        t.join(timeout=30)
+        assert got and got[0] == pytest.approx([3.0])
+        assert 0 in ex._batches  # the batch is still waiting for a decodable set
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_a_hedged_request_whose_every_copy_fails_gets_an_explicit_error():
+    from gencc.runtime.events import TaskError
+
+    be = FakeBackend(2)
+    ex = HedgedExecutor("unused", 2, be, hedge_delay=0.5, timeout=60)
+    try:
+        _frozen(ex)
+        fut = ex.submit(np.ones((1, 1)))
+        t0 = ex._reqs[0].t0
+        with ex._lock:
+            out = ex._handle(TaskError(0, 0, 0, "boom"), t0 + 0.1)  # the primary fails: a copy goes at once
+            assert out == [] and be.sent[-1][0] == 1
+            out = ex._handle(TaskError(1, 0, 1, "boom again"), t0 + 0.2)  # no copies left: fails
+        _settle(out)
+        with pytest.raises(BatchFailedError, match="boom again"):
+            fut.result(timeout=0)
+        assert ex.stats["failed"] == 1 and not ex._reqs
+    finally:
+        ex.shutdown(wait=False)

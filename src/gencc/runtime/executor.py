@@ -435,6 +435,7 @@ class CodedExecutor:
                 if self._shutdown:
                     raise RuntimeError("cannot submit to an executor that was shut down")
             fut = self._submit_batch(stacked, closing_ok=False, on_early=early.update_rows)
+            fut.add_done_callback(early.wake)
             rows_left[fut] = n_real
             for row, ref in enumerate(refs):
                 ref[0], ref[1] = fut, row
@@ -459,8 +460,13 @@ class CodedExecutor:
                     del rows_left[fut]
             left = None if end is None else max(0.0, end - time.monotonic())
             wait_s = self.timeout + 30.0 if left is None else left
+            if isinstance(early, _EarlyRows):  # the row may be answered before its batch is decoded
+                with early.cond:
+                    early.cond.wait_for(lambda: k in early or fut.done(), timeout=wait_s)
+                if k in early:
+                    return early[k]
             try:
-                return fut.result(timeout=wait_s).output(k)
+                return fut.result(timeout=wait_s if not fut.done() else 0).output(k)
             except TimeoutError:
                 if end is not None:
                     raise
@@ -807,11 +813,22 @@ def direct_slots(scheme) -> dict[int, int]:
 
 
 class _EarlyRows(dict):
-    """Row -> output answered early, for :meth:`CodedExecutor.map`."""
+    """Row -> output answered early, for :meth:`CodedExecutor.map`; ``cond`` wakes the
+    caller waiting for a row when the row or its whole batch is answered."""
+
+    def __init__(self):
+        super().__init__()
+        self.cond = threading.Condition()
 
     def update_rows(self, rows, outputs):
-        for i, r in enumerate(rows):
-            self[r] = np.array(outputs[i], copy=True)
+        with self.cond:
+            for i, r in enumerate(rows):
+                self[r] = np.array(outputs[i], copy=True)
+            self.cond.notify_all()
+
+    def wake(self, _future=None):
+        with self.cond:
+            self.cond.notify_all()
 
 
 def _settle_early(items):

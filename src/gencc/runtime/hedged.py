@@ -74,6 +74,7 @@ class _Request:
     t0: float
     holders: dict = field(default_factory=dict)  # worker -> copy number, for copies still running
     copies: int = 0
+    tried: set = field(default_factory=set)  # workers that were sent a copy
     errors: list = field(default_factory=list)
 
 
@@ -235,7 +236,9 @@ class HedgedExecutor:
 
     # -- dispatcher -------------------------------------------------------------
     def _send_copy(self, req, now) -> bool:
-        w = pick_worker(self._loads, exclude=req.holders)
+        w = pick_worker(self._loads, exclude=req.tried)  # a worker that has not had it yet
+        if w is None:
+            w = pick_worker(self._loads, exclude=req.holders)
         if w is None:
             return False
         fault = self.faults.task_fault(w) if self.faults is not None else TaskFault()
@@ -243,6 +246,7 @@ class HedgedExecutor:
         if not self._backend.submit(w, Task(req.index, copy, req.x, fault, True)):
             return False
         req.holders[w] = copy
+        req.tried.add(w)
         req.copies += 1
         self._loads[w] += 1
         if copy:
