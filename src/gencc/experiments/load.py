@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass

@@ -29,7 +29,7 @@ import numpy as np
 
 from .._validation import check_int, check_nonnegative
 from ..errors import BatchFailedError
-from .events import Task, TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
+from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
 from .stream import RequestBatcher
