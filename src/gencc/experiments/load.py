@@ -35,6 +35,7 @@ from .. import stragglers as st
 from ..runtime import AdaptiveDeadline, CodedExecutor, HedgedExecutor, WorkerStragglers
 
 __all__ = ["STRAGGLERS", "SCHEMES", "arrival_times", "straggler_model", "LoadRun", "run_open_loop", "measure_capacity",
+           "make_executor",
            "summarize", "CpuHog"]
 
 STRAGGLERS = ("none", "slow-nodes", "pareto", "cpu-hog")
