@@ -191,3 +191,71 @@ def test_an_unforeseen_error_fails_its_batch_not_the_dispatcher():
             be.events = [TaskResult(w, 1, w, np.ones(1), 0.0) for w in range(4)]
         with pytest.raises(Exception, match="internal error"):
             fut2.result(timeout=5)
+
+
+# -- any-subset policies: adaptive deadline, early answers, hedging ------------------------------------
+from gencc.runtime.gather import AdaptiveDeadline, adaptive_deadline, early_inputs, hedge_due, pick_worker  # noqa: E402
+
+
+def test_adaptive_deadline_is_a_clipped_quantile_and_the_cap_until_enough_samples():
+    rule = AdaptiveDeadline(q=0.5, factor=2.0, floor=0.1, cap=5.0, window=4, min_samples=3)
+    assert adaptive_deadline([1.0, 1.0], rule) == 5.0  # too few: the cap
+    assert adaptive_deadline([1.0, 1.0, 1.0], rule) == 2.0
+    assert adaptive_deadline([9.0, 1.0, 1.0, 1.0, 1.0], rule) == 2.0  # only the last `window`
+    assert adaptive_deadline([0.01] * 5, rule) == 0.1  # the floor
+    assert adaptive_deadline([100.0] * 5, rule) == 5.0  # the cap
+    with pytest.raises(ValueError, match="q must"):
+        AdaptiveDeadline(q=0.0)
+    with pytest.raises(ValueError, match="floor and cap"):
+        AdaptiveDeadline(floor=2.0, cap=1.0)
+
+
+def test_early_inputs_are_the_returned_direct_slots_not_yet_answered():
+    direct = {0: 0, 1: 1, 2: 2}  # a systematic code with K = 3; slots 3.. are parity
+    assert early_inputs([4, 2, 0], direct) == [0, 2]
+    assert early_inputs([4, 2, 0], direct, answered=[0]) == [2]
+    assert early_inputs([3, 4], direct) == []
+    assert early_inputs([0, 1], {}) == []  # a non-systematic code answers nothing early
+    assert early_inputs([3, 4], {3: 0, 4: 1}) == [0, 1]  # replication: every copy carries an input
+
+
+def test_hedge_goes_after_the_delay_once_per_copy_up_to_max_copies():
+    assert not hedge_due(0.05, 0.1, copies=1, max_copies=2)
+    assert hedge_due(0.1, 0.1, copies=1, max_copies=2)
+    assert not hedge_due(10.0, 0.1, copies=2, max_copies=2)
+    assert not hedge_due(0.15, 0.1, copies=2, max_copies=3) and hedge_due(0.2, 0.1, copies=2, max_copies=3)
+
+
+def test_a_copy_goes_to_an_idle_worker_else_the_least_loaded_never_one_holding_it():
+    assert pick_worker([2, 0, 1]) == 1
+    assert pick_worker([2, 0, 1], exclude=[1]) == 2
+    assert pick_worker([1, 1, -1], exclude=[0]) == 1  # -1: restarting
+    assert pick_worker([1, -1], exclude=[0]) is None
+
+
+def test_adaptive_deadline_decodes_from_any_trusted_subset_once_it_passes():
+    """GCC(2, 4): after 20 fast tasks the deadline is 1.5 x their p90; a batch with 2 of 4 back decodes then."""
+    be = FakeBackend(4)
+    rule = AdaptiveDeadline(q=0.9, factor=1.5, floor=0.0, cap=10.0, min_samples=8)
+    ex = CodedExecutor("unused", gencc.GCC(2, 4), be, deadline=rule, timeout=60)
+    try:
+        ex._stop.set()
+        ex._thread.join()
+        for i in range(4):  # every task answers after 0.1 s
+            ex.submit(np.ones((2, 1)))
+            t0 = ex._batches[i].t0
+            with ex._lock:
+                for w, task in [s for s in be.sent if s[1].batch == i]:
+                    ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), t0 + 0.1)
+                _settle([s for b in list(ex._batches.values()) if (s := ex._step(b, t0 + 0.1))])
+        assert ex.deadline == pytest.approx(0.15)
+        fut = ex.submit(np.ones((2, 1)))
+        b = ex._batches[4]
+        with ex._lock:
+            for w, task in [s for s in be.sent if s[1].batch == 4 and s[0] in (1, 3)]:
+                ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), b.t0 + 0.1)
+            assert ex._step(b, b.t0 + 0.12) is None  # before the deadline: wait for the others
+            _settle([ex._step(b, b.t0 + 0.16)])
+        assert fut.result(timeout=0).returned == (1, 3)
+    finally:
+        ex.shutdown(wait=False)

@@ -247,3 +247,128 @@ def test_restarts_past_the_cap_of_abandoned_threads_wait_for_one_to_end():
         assert ex.stats["hangs"] >= 2 and be.restarts[3] >= 2
     with pytest.raises(ValueError, match="max_abandoned must be"):
         ThreadBackend(MODEL, 4, max_abandoned=-1)
+
+
+# -- per-input early answers and hedged requests, with a fake backend and an injected clock -------------
+from gencc.runtime.events import TaskCancelled, TaskResult  # noqa: E402
+from gencc.runtime.executor import _settle, _settle_early  # noqa: E402
+from gencc.runtime.hedged import HedgedExecutor  # noqa: E402
+
+from test_gather import FakeBackend  # noqa: E402
+
+
+def _frozen(ex):
+    """Stop the dispatcher thread: the test moves the events and the clock."""
+    ex._stop.set()
+    ex._thread.join()
+
+
+def test_a_systematic_code_answers_each_request_when_its_own_worker_returns():
+    be = FakeBackend(4)
+    ex = CodedExecutor("unused", gencc.GCC(2, 4, worker_points="systematic"), be, batch_window=3600.0, timeout=60)
+    try:
+        _frozen(ex)
+        futs = [ex.submit_one(np.full(1, float(i + 1))) for i in range(2)]  # a full batch: dispatched at once
+        t0 = ex._batches[0].t0
+        task = {w: t for w, t in be.sent}
+        with ex._lock:
+            ex._handle(TaskResult(1, 0, 1, 2.0 * task[1].x, 0.0), t0 + 0.1)  # input 1's own worker
+            early, ex._early_settle = ex._early_settle, []
+        _settle_early(early)
+        assert futs[1].result(timeout=0) == pytest.approx([4.0]) and not futs[0].done()
+        with ex._lock:
+            for w in (2, 3):
+                ex._handle(TaskResult(w, 0, w, 2.0 * task[w].x, 0.0), t0 + 0.2)
+            res = ex._step(ex._batches[0], t0 + 0.2)
+        assert res is None  # 3 of 4 in, not complete (worker 0 missing): waits for all N by default
+        with ex._lock:
+            res = ex._step(ex._batches[0], t0 + 61.0)  # the timeout: decoded from 1, 2, 3
+        _settle([res])
+        out = res[1]
+        assert futs[0].done() and out.outputs.shape == (2, 1)  # the batch keeps both inputs
+        assert out.decode_info["exact"].tolist() == [False, True]
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_a_slow_primary_is_hedged_the_backup_answers_and_the_loser_is_cancelled():
+    be = FakeBackend(3)
+    ex = HedgedExecutor("unused", 3, be, hedge_delay=0.5, timeout=60)
+    try:
+        _frozen(ex)
+        futs = [ex.submit(np.full((1, 1), float(i))) for i in range(3)]  # one per worker: all busy
+        t0 = min(r.t0 for r in ex._reqs.values())
+        assert [w for w, _ in be.sent] == [0, 1, 2]
+        with ex._lock:  # workers 0 and 2 answer fast; worker 1 is slow
+            done = [ex._handle(TaskResult(w, w, 0, np.full((1, 1), 10.0 * w), 0.0), t0 + 0.1) for w in (0, 2)]
+            for req in list(ex._reqs.values()):
+                assert ex._sweep(req, t0 + 0.2) == []  # not yet past the hedge delay
+            for req in list(ex._reqs.values()):
+                ex._sweep(req, t0 + 0.6)  # request 1 is hedged onto an idle worker
+        _settle([p for d in done for p in d])
+        assert be.sent[-1][0] in (0, 2) and be.sent[-1][1].batch == 1 and be.sent[-1][1].slot == 1
+        backup = be.sent[-1][0]
+        with ex._lock:
+            won = ex._handle(TaskResult(backup, 1, 1, np.full((1, 1), 10.0), 0.0), t0 + 0.7)
+        _settle(won)
+        res = futs[1].result(timeout=0)
+        assert res.copy == 1 and res.worker == backup and res.outputs[0, 0] == 10.0
+        assert (1, 1) in be.cancelled  # the primary is told to drop it
+        with ex._lock:  # the cancelled primary reports in: nothing more happens
+            assert ex._handle(TaskCancelled(1, 1, 0), t0 + 0.8) == []
+        assert all(f.done() and f.exception() is None for f in futs)
+        assert ex.stats["hedged"] == 1 and ex.stats["backup_won"] == 1 and ex.stats["answered"] == 3
+        assert ex.stats["failed"] == 0 and not ex._reqs and ex._loads == [0, 0, 0]
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_hedged_requests_answer_every_input_on_real_workers():
+    with HedgedExecutor(MODEL, 3, "threads", hedge_delay=0.05, timeout=30) as ex:
+        X = RNG.normal(size=(12, 4))
+        got = np.stack(list(ex.map(X, timeout=60)))
+    np.testing.assert_allclose(got, f(X), rtol=1e-9, atol=1e-9)
+    assert ex.stats["answered"] == 12 and ex.stats["failed"] == 0
+
+
+def test_map_yields_an_input_when_its_own_worker_returns_before_the_batch_decodes():
+    be = FakeBackend(4)
+    ex = CodedExecutor("unused", gencc.GCC(2, 4, worker_points="systematic"), be, timeout=60)
+    got = []
+    try:
+        gen = ex.map(np.array([[1.0], [2.0]]))
+        t = threading.Thread(target=lambda: got.append(next(gen)), daemon=True)
+        t.start()
+        for _ in range(1000):  # until the batch is dispatched (bounded)
+            if len(be.sent) == 4:
+                break
+            time.sleep(0.01)
+        x0 = [task.x for w, task in be.sent if w == 0][0]
+        with be.lock:  # only input 0's own worker answers: the batch cannot decode yet
+            be.events.append(TaskResult(0, 0, 0, 3.0 * x0, 0.0))
+        t.join(timeout=30)
+        assert got and got[0] == pytest.approx([3.0])
+        assert 0 in ex._batches  # the batch is still waiting for a decodable set
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_a_hedged_request_whose_every_copy_fails_gets_an_explicit_error():
+    from gencc.runtime.events import TaskError
+
+    be = FakeBackend(2)
+    ex = HedgedExecutor("unused", 2, be, hedge_delay=0.5, timeout=60)
+    try:
+        _frozen(ex)
+        fut = ex.submit(np.ones((1, 1)))
+        t0 = ex._reqs[0].t0
+        with ex._lock:
+            out = ex._handle(TaskError(0, 0, 0, "boom"), t0 + 0.1)  # the primary fails: a copy goes at once
+            assert out == [] and be.sent[-1][0] == 1
+            out = ex._handle(TaskError(1, 0, 1, "boom again"), t0 + 0.2)  # no copies left: fails
+        _settle(out)
+        with pytest.raises(BatchFailedError, match="boom again"):
+            fut.result(timeout=0)
+        assert ex.stats["failed"] == 1 and not ex._reqs
+    finally:
+        ex.shutdown(wait=False)

@@ -4,15 +4,18 @@
 function, when a batch is decoded or failed; ``backend`` is the contract a
 pool of workers keeps, implemented by ``local`` (processes) and
 ``ray_backend`` (actors); ``events`` names what crosses between them;
-``faults`` injects stragglers and faults, the same way on both.
+``faults`` injects stragglers and faults, the same way on both; ``hedged``
+serves uncoded with hedged requests (the baseline).
 """
 
 from ..errors import BatchFailedError, InvalidInputError
 from .backend import Backend
 from .batch import BatchResult
 from .executor import CodedExecutor
-from .faults import FAULT_KINDS, Faults, TaskFault
-from .gather import GatherPolicy, GatherState, decide
+from .faults import FAULT_KINDS, Faults, TaskFault, WorkerStragglers
+from .gather import AdaptiveDeadline, GatherPolicy, GatherState, decide
+from .hedged import HedgedExecutor, HedgedResult
 
 __all__ = ["CodedExecutor", "BatchResult", "BatchFailedError", "InvalidInputError", "Faults", "TaskFault",
-           "FAULT_KINDS", "Backend", "GatherPolicy", "GatherState", "decide"]
+           "FAULT_KINDS", "Backend", "GatherPolicy", "GatherState", "decide", "AdaptiveDeadline", "HedgedExecutor",
+           "HedgedResult", "WorkerStragglers"]

@@ -92,6 +92,8 @@ class BatchState:
         self.failed: dict[int, str] = {}
         self.outstanding: dict[int, int] = {}  # slot -> worker computing it
         self.redispatched: set[int] = set()
+        self.on_early = None  # callable(rows, outputs) answering inputs before the decode
+        self.early_done: set[int] = set()  # inputs (0..K-1) answered early
 
     def usable(self, out_shape) -> dict[int, np.ndarray]:
         """Results of the expected shape: (B, *out_shape) once ``out_shape`` (one

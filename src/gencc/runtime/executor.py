@@ -24,7 +24,7 @@ from ..schemes.base import CodingScheme
 from .batch import BatchResult, BatchState
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
-from .gather import ON_INSUFFICIENT, GatherPolicy, GatherState, decide
+from .gather import ON_INSUFFICIENT, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline, decide, early_inputs
 from .microbatch import decode_stacked, encode_stacked
 from .stream import RequestBatcher
 
@@ -99,9 +99,19 @@ class CodedExecutor:
         Whatever ``n_wait`` says, a batch is decoded as soon as the scheme
         says more returns cannot help (``scheme.is_complete``: every input
         has a copy under replication or ParM, every systematic worker is in).
-    deadline : float, optional
+    deadline : float or AdaptiveDeadline, optional
         Seconds after dispatch at which to decode with whatever arrived, if
-        that is decodable.
+        that is decodable (at least the trusted floor, or ``n_min``). An
+        :class:`~gencc.runtime.gather.AdaptiveDeadline` sets it from the
+        observed task latencies: ``clip(factor * quantile(recent, q), floor,
+        cap)`` (see :func:`~gencc.runtime.gather.adaptive_deadline`).
+    early : bool
+        Answer an input as soon as the worker that carries it unchanged
+        returns (a systematic code's workers 0..K-1, ParM's systematic
+        workers, every worker of replication and uncoded), before the batch is
+        decoded: :meth:`submit_one` futures and :meth:`map` see it at once;
+        the batch's :class:`BatchResult` still holds the whole batch. Default
+        True; no effect for a code with no such worker.
     n_min : int, optional
         Fewest usable results to decode from. Default: the scheme's own
         ``can_decode``, i.e. ``scheme.trusted_returns`` (K for GCC, LeTCC and
@@ -170,7 +180,7 @@ class CodedExecutor:
     """
 
     def __init__(self, model, scheme, backend="local", *, micro_batch=1, batch_window=0.005, n_wait=None,
-                 deadline=None, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None, max_error=None,
+                 deadline=None, early=True, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None, max_error=None,
                  calibration=None, faults=None, max_in_flight=4, backend_options=None):
         if not isinstance(scheme, CodingScheme):
             raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
@@ -194,7 +204,14 @@ class CodedExecutor:
         if not floor <= self.n_wait <= N:
             raise ValueError(f"n_wait must be in [{floor}, {N}] (n_min, or the scheme's trusted returns "
                              f"{scheme.trusted_returns} unless n_min lowers it; n_workers), got {self.n_wait}")
-        self.deadline = None if deadline is None else check_nonnegative(deadline, "deadline")
+        self._adaptive = deadline if isinstance(deadline, AdaptiveDeadline) else None
+        if self._adaptive is not None:
+            self.deadline = self._adaptive.cap
+        else:
+            self.deadline = None if deadline is None else check_nonnegative(deadline, "deadline")
+        self._recent = deque(maxlen=self._adaptive.window if self._adaptive else 1)  # task latencies, s
+        self._direct = direct_slots(scheme) if early else {}
+        self._early_settle: list = []  # (callback, rows, outputs), run outside the lock
         self.timeout = check_nonnegative(timeout, "timeout")
         if self.timeout == 0:
             raise ValueError("timeout must be > 0")
@@ -231,8 +248,10 @@ class CodedExecutor:
         self._stream_lock = threading.Lock()
         self._stream_shape = None  # in_shape of the first request given to submit_one
         self._stream_count = itertools.count()
-        self._batcher = RequestBatcher(lambda X: self._submit_batch(X, closing_ok=True),
-                                       self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window)
+        self._batcher = RequestBatcher(lambda X, on_early=None: self._submit_batch(X, closing_ok=True,
+                                                                                  on_early=on_early),
+                                       self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window,
+                                       early=bool(self._direct))
         log.info("executor started", extra={"backend": self._backend.name, "n_workers": N,
                                             "scheme": type(scheme).__name__})
 
@@ -321,8 +340,10 @@ class CodedExecutor:
             self._stream_shape = shape
         return self._batcher.put(arr)
 
-    def _submit_batch(self, X, *, closing_ok: bool) -> Future:
-        """Encode and dispatch; ``closing_ok`` lets shutdown's final flush through."""
+    def _submit_batch(self, X, *, closing_ok: bool, on_early=None) -> Future:
+        """Encode and dispatch; ``closing_ok`` lets shutdown's final flush through;
+        ``on_early(rows, outputs)`` is called (dispatcher thread, no lock held)
+        with the rows of X answered early and their outputs, shape (len(rows), *out_shape)."""
         K = self.scheme.n_inputs
         X2, in_shape = check_batch(X, "X")  # real, finite, at least one row
         rows = X2.shape[0]
@@ -342,6 +363,7 @@ class CodedExecutor:
             index = next(self._counter)
             plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
             b = BatchState(index, coded, plan, t1, fut, t1 - t0, size=B)
+            b.on_early = on_early if self._direct else None
             self._batches[index] = b
             for slot in range(self.scheme.n_workers):
                 self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), t1)
@@ -408,10 +430,16 @@ class CodedExecutor:
             pad = -(-n_real // K) * K - n_real
             if pad:
                 stacked = np.concatenate([stacked, np.repeat(stacked[-1:], pad, axis=0)])
-            fut = self.submit(stacked)
+            early = _EarlyRows()  # row -> output answered before the decode (filled by the dispatcher)
+            with self._shutdown_lock:
+                if self._shutdown:
+                    raise RuntimeError("cannot submit to an executor that was shut down")
+            fut = self._submit_batch(stacked, closing_ok=False, on_early=early.update_rows)
+            fut.add_done_callback(early.wake)
             rows_left[fut] = n_real
             for row, ref in enumerate(refs):
                 ref[0], ref[1] = fut, row
+                ref[2] = early
 
         def drain_one():
             item = pending.popleft()
@@ -419,15 +447,26 @@ class CodedExecutor:
                 bar.update(1)
             if not isinstance(item, list):
                 return item
-            fut, k = item
+            fut, k, early = item
+            if k in early:  # answered before its batch was decoded
+                if fut in rows_left:
+                    rows_left[fut] -= 1
+                    if not rows_left[fut]:
+                        del rows_left[fut]
+                return early[k]
             if fut in rows_left:
                 rows_left[fut] -= 1
                 if not rows_left[fut]:
                     del rows_left[fut]
             left = None if end is None else max(0.0, end - time.monotonic())
             wait_s = self.timeout + 30.0 if left is None else left
+            if isinstance(early, _EarlyRows):  # the row may be answered before its batch is decoded
+                with early.cond:
+                    early.cond.wait_for(lambda: k in early or fut.done(), timeout=wait_s)
+                if k in early:
+                    return early[k]
             try:
-                return fut.result(timeout=wait_s).output(k)
+                return fut.result(timeout=wait_s if not fut.done() else 0).output(k)
             except TimeoutError:
                 if end is not None:
                     raise
@@ -451,14 +490,15 @@ class CodedExecutor:
                         x = None
                 if x is not None:
                     chunk.append(x)
-                    ref = [None, len(chunk) - 1]
+                    ref = [None, len(chunk) - 1, {}]  # batch future, row, early answers
                     chunk_refs.append(ref)
                     chunk_index.append(index)
                     pending.append(ref)
                     if len(chunk) == size:
                         flush()
                 while pending and (not isinstance(pending[0], list) or (
-                        pending[0][0] is not None and (pending[0][0].done() or len(rows_left) >= self.max_in_flight))):
+                        pending[0][0] is not None and (pending[0][0].done() or pending[0][1] in pending[0][2]
+                                                       or len(rows_left) >= self.max_in_flight))):
                     yield emit(drain_one())
             if chunk:
                 flush()
@@ -516,6 +556,11 @@ class CodedExecutor:
     def backend(self):
         return self._backend
 
+    def set_batch_window(self, seconds: float):
+        """Change ``batch_window`` (seconds) for the requests that arrive from now on."""
+        self.batch_window = check_nonnegative(seconds, "seconds")
+        self._batcher.window = self.batch_window
+
     # -- dispatcher: moves events, asks `decide` what to do -------------------
     _SWEEP_S = 0.01  # timers (deadline, timeout, hangs) are checked this often; events act at once
 
@@ -545,6 +590,8 @@ class CodedExecutor:
                         touched = dict.fromkeys(getattr(ev, "batch", None) for ev in events)
                         batches = [b for i in touched if (b := self._batches.get(i)) is not None]
                     settle = [s for b in batches if (s := self._step_or_fail(b, now))]
+                    early, self._early_settle = self._early_settle, []
+                _settle_early(early)
                 _settle(settle)
         finally:
             if not self._stop.is_set():  # died of something unforeseen: no future may wait for ever
@@ -605,6 +652,16 @@ class CodedExecutor:
         b.latencies[ev.slot] = now - b.t0
         b.compute_seconds[ev.slot] = ev.seconds
         b.answered_by[ev.slot] = ev.worker
+        if self._adaptive is not None:
+            self._recent.append(now - b.t0)
+            if len(self._recent) % 8 == 0:  # the quantile, not on every result
+                self.deadline = adaptive_deadline(self._recent, self._adaptive)
+                self._policy = GatherPolicy(self.deadline, self.timeout, self.on_insufficient)
+        if b.on_early is not None and ev.slot in self._direct:
+            for k in early_inputs([ev.slot], self._direct, b.early_done):
+                b.early_done.add(k)
+                rows = [r * self.scheme.n_inputs + k for r in range(b.size)]
+                self._early_settle.append((b.on_early, rows, b.results[ev.slot]))
 
     def _restart(self, w, why, now):
         """Erase the worker's unfinished tasks and replace it: only the executor restarts workers."""
@@ -741,6 +798,46 @@ def _calibrated(scheme, model, calibration):
 
 def _same_model(X):  # a marker: which workers would run something other than the model
     raise NotImplementedError
+
+
+def direct_slots(scheme) -> dict[int, int]:
+    """Slot -> the input it carries unchanged: every worker of replication and
+    uncoded, workers 0..K-1 of a systematic code (GCC, LeTCC, BACC with
+    ``worker_points="systematic"``, ParM); empty otherwise."""
+    assignment = getattr(scheme, "assignment", None)
+    if assignment is not None:
+        return {n: int(k) for n, k in enumerate(assignment)}
+    if getattr(scheme, "systematic", False):
+        return {k: k for k in range(scheme.n_inputs)}
+    return {}
+
+
+class _EarlyRows(dict):
+    """Row -> output answered early, for :meth:`CodedExecutor.map`; ``cond`` wakes the
+    caller waiting for a row when the row or its whole batch is answered."""
+
+    def __init__(self):
+        super().__init__()
+        self.cond = threading.Condition()
+
+    def update_rows(self, rows, outputs):
+        with self.cond:
+            for i, r in enumerate(rows):
+                self[r] = np.array(outputs[i], copy=True)
+            self.cond.notify_all()
+
+    def wake(self, _future=None):
+        with self.cond:
+            self.cond.notify_all()
+
+
+def _settle_early(items):
+    """Run the early-answer callbacks (the caller's code) outside the lock; one failing stops no other."""
+    for callback, rows, outputs in items:
+        try:
+            callback(rows, outputs)
+        except Exception:
+            log.exception("an early-answer callback failed")
 
 
 def _settle(pairs):

@@ -7,6 +7,7 @@ task, so a run is reproducible and both backends inject the same faults.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -16,7 +17,7 @@ from .._validation import check_probability
 from ..errors import InjectedError
 from ..stragglers import LatencyModel
 
-__all__ = ["Faults", "TaskFault", "FAULT_KINDS", "InjectedError", "run_faulty", "apply_output_fault"]
+__all__ = ["Faults", "WorkerStragglers", "TaskFault", "FAULT_KINDS", "InjectedError", "run_faulty", "apply_output_fault"]
 
 FAULT_KINDS = ("crash", "hang", "error", "nan", "wrong_shape")
 
@@ -90,6 +91,43 @@ class Faults:
                 kind = fixed
             out.append(TaskFault(delay, kind))
         return out
+
+
+class WorkerStragglers:
+    """A straggler process per worker: the j-th task worker n runs is delayed by
+    a draw seeded by (seed, n, j), whatever scheme sent it.
+
+    Every scheme run with the same object settings (a fresh one per run) on
+    the same number of workers sees the same delays on each worker's task
+    sequence: the load benchmark's common straggler process.
+
+    Parameters
+    ----------
+    latency : LatencyModel
+        Delay of one task, seconds (e.g. ``SlowNodes(base, fraction=0.05, slowdown=10)``).
+    n_workers : int
+    seed : int
+    """
+
+    def __init__(self, latency: LatencyModel, n_workers: int, seed: int = 0):
+        self.latency, self.n_workers, self.seed = latency, int(n_workers), int(seed)
+        self._count = [0] * self.n_workers
+        self._lock = threading.Lock()
+
+    def task_fault(self, worker: int) -> TaskFault:
+        """The next task of ``worker``: its delay."""
+        with self._lock:
+            j = self._count[worker]
+            self._count[worker] += 1
+        rng = np.random.default_rng([self.seed, worker, j])
+        return TaskFault(float(self.latency.sample(1, rng)[0]))
+
+    def plan(self, batch_index: int, n_workers: int) -> list[TaskFault]:
+        """The N tasks of a coded batch, slot n on worker n (the :class:`Faults` interface)."""
+        return [self.task_fault(n) for n in range(n_workers)]
+
+    def __repr__(self):
+        return f"WorkerStragglers({self.latency!r}, n_workers={self.n_workers}, seed={self.seed})"
 
 
 CRASH_EXIT_CODE = 17

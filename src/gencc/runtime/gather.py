@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["GatherPolicy", "GatherState", "Action", "decide", "ON_INSUFFICIENT"]
+import numpy as np
+
+__all__ = ["GatherPolicy", "GatherState", "Action", "decide", "ON_INSUFFICIENT", "AdaptiveDeadline",
+           "adaptive_deadline", "early_inputs", "hedge_due", "pick_worker"]
 
 ON_INSUFFICIENT = ("fail", "wait", "redispatch")
 
@@ -125,3 +128,139 @@ def decide(state: GatherState, policy: GatherPolicy) -> Action:
     if policy.on_insufficient == "fail":
         return Action("fail", "too few workers returned")
     return WAIT
+
+
+@dataclass(frozen=True)
+class AdaptiveDeadline:
+    """A deadline that follows the observed task latencies.
+
+    The rule (:func:`adaptive_deadline`): ``clip(factor * quantile(recent, q),
+    floor, cap)`` where ``recent`` are the latencies (dispatch to result) of
+    the last ``window`` tasks; with fewer than ``min_samples`` of them the
+    deadline is ``cap``.
+
+    Attributes
+    ----------
+    q : float
+        Quantile of the recent task latencies, in (0, 1]. Default 0.9.
+    factor : float
+        Multiplies the quantile. Default 1.5.
+    floor : float
+        Seconds; the deadline is never shorter. Default 0.
+    cap : float
+        Seconds; the deadline is never longer. Default 1.
+    window : int
+        How many recent task latencies are kept. Default 512.
+    min_samples : int
+        Latencies needed before the quantile is trusted. Default 20.
+    """
+
+    q: float = 0.9
+    factor: float = 1.5
+    floor: float = 0.0
+    cap: float = 1.0
+    window: int = 512
+    min_samples: int = 20
+
+    def __post_init__(self):
+        if not 0 < self.q <= 1:
+            raise ValueError(f"q must be in (0, 1], got {self.q!r}")
+        if not self.factor > 0:
+            raise ValueError(f"factor must be > 0, got {self.factor!r}")
+        if not 0 <= self.floor <= self.cap:
+            raise ValueError(f"floor and cap must satisfy 0 <= floor <= cap, got floor={self.floor!r}, "
+                             f"cap={self.cap!r}")
+        if self.window < 1 or self.min_samples < 1:
+            raise ValueError(f"window and min_samples must be >= 1, got {self.window!r}, {self.min_samples!r}")
+
+
+def adaptive_deadline(latencies, rule: AdaptiveDeadline) -> float:
+    """The deadline, in seconds, that ``rule`` gives for these recent task latencies.
+
+    Parameters
+    ----------
+    latencies : sequence of float
+        Recent per-task latencies, seconds (the last ``rule.window`` are used).
+    rule : AdaptiveDeadline
+
+    Returns
+    -------
+    float
+        ``clip(rule.factor * quantile(latencies, rule.q), rule.floor, rule.cap)``,
+        or ``rule.cap`` with fewer than ``rule.min_samples`` latencies.
+    """
+    lat = np.asarray(list(latencies)[-rule.window:], dtype=np.float64)
+    if lat.size < rule.min_samples:
+        return float(rule.cap)
+    return float(np.clip(rule.factor * np.quantile(lat, rule.q), rule.floor, rule.cap))
+
+
+def early_inputs(returned, direct, answered=()) -> list[int]:
+    """Inputs of a batch that can be answered now, before any decode.
+
+    Parameters
+    ----------
+    returned : iterable of int
+        Slots (coded inputs) whose usable result is in.
+    direct : dict of int -> int
+        Slot -> the input it carries unchanged (a systematic code's workers
+        0..K-1; every worker of uncoded or replication); empty for a code
+        with no such slot.
+    answered : iterable of int
+        Inputs already answered early (not repeated).
+
+    Returns
+    -------
+    list of int
+        Inputs, sorted, whose own slot returned and that were not answered yet.
+    """
+    done = set(answered)
+    return sorted({direct[s] for s in returned if s in direct} - done)
+
+
+def hedge_due(elapsed: float, hedge_delay: float, copies: int, max_copies: int) -> bool:
+    """Whether a request still unanswered after ``elapsed`` seconds gets another copy.
+
+    Parameters
+    ----------
+    elapsed : float
+        Seconds since its first copy was sent.
+    hedge_delay : float
+        Seconds after which the next copy goes (Dean and Barroso: the p95 of
+        observed latencies); copy ``c`` (1-based) goes at ``(c - 1) * hedge_delay``.
+    copies : int
+        Copies sent so far (>= 1).
+    max_copies : int
+        Most copies a request may have (2: one backup).
+
+    Returns
+    -------
+    bool
+    """
+    return copies < max_copies and elapsed >= copies * hedge_delay
+
+
+def pick_worker(loads, exclude=()) -> int | None:
+    """The worker for a new copy: idle if any, else the least loaded (lowest index on ties).
+
+    Parameters
+    ----------
+    loads : sequence of int
+        Tasks each worker holds (running or queued); a negative load marks a
+        worker that cannot take tasks (restarting).
+    exclude : iterable of int
+        Workers that already hold a copy of this request.
+
+    Returns
+    -------
+    int or None
+        None when no worker can take it.
+    """
+    skip = set(exclude)
+    best = None
+    for w, load in enumerate(loads):
+        if w in skip or load < 0:
+            continue
+        if best is None or load < loads[best]:
+            best = w
+    return best

@@ -64,6 +64,11 @@ class RequestBatcher:
     window : float
         Seconds the oldest request of a partial batch waits before the batch
         is padded and dispatched.
+    early : bool
+        Call ``dispatch(X, on_early=callback)``: ``callback(rows, outputs)``
+        answers the requests of those rows before the batch ends (a
+        systematic code's own workers); the batch's result then answers
+        only the rest.
 
     Notes
     -----
@@ -75,8 +80,9 @@ class RequestBatcher:
     while the request still waits in the window).
     """
 
-    def __init__(self, dispatch, capacity: int, K: int, window: float):
+    def __init__(self, dispatch, capacity: int, K: int, window: float, early: bool = False):
         self._dispatch = dispatch
+        self.early = early
         self.capacity, self.K, self.window = capacity, K, window
         self._cond = threading.Condition()
         self._pending: list[tuple[np.ndarray, Future]] = []
@@ -150,7 +156,10 @@ class RequestBatcher:
         rows += [rows[-1]] * (padded_rows(n, self.K) - n)
         futures = [fut for _, fut in live]
         try:
-            bfut = self._dispatch(np.stack(rows))
+            if self.early:
+                bfut = self._dispatch(np.stack(rows), on_early=lambda r, out: _answer_early(futures, r, out))
+            else:
+                bfut = self._dispatch(np.stack(rows))
         except BaseException as exc:
             for fut in futures:
                 fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
@@ -162,19 +171,31 @@ class RequestBatcher:
         bfut.add_done_callback(lambda bf: _resolve(bf, futures))
 
 
+def _answer_early(futures: list[Future], rows, outputs):
+    """Answer the requests of ``rows`` (padding rows have none) with ``outputs[i]``."""
+    for i, r in enumerate(rows):
+        if r < len(futures) and not futures[r].done():
+            futures[r].set_result(np.array(outputs[i], copy=True))
+
+
 def _resolve(batch_future: Future, futures: list[Future]):
-    """Give each request its row of the batch's result, or the batch's error."""
+    """Give each request its row of the batch's result, or the batch's error
+    (requests answered early keep their answer)."""
     try:
         res = batch_future.result(timeout=0)
     except CancelledError:
         for fut in futures:
-            fut.set_exception(CancelledError("its batch was cancelled"))
+            if not fut.done():
+                fut.set_exception(CancelledError("its batch was cancelled"))
         return
     except BaseException as exc:
         for fut in futures:
-            fut.set_exception(exc)
+            if not fut.done():
+                fut.set_exception(exc)
         return
     for i, fut in enumerate(futures):
+        if fut.done():
+            continue
         try:
             fut.set_result(res.output(i))
         except MissingOutputsError as exc:

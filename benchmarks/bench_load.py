@@ -1,0 +1,198 @@
+"""Serving under load: open-loop Poisson arrivals through ``submit_one``, every scheme, one process.
+
+    python benchmarks/bench_load.py --quick                      # a few minutes: 1.25x workers, slow nodes
+    python benchmarks/bench_load.py --quick --backend ray        # the same on Ray (loopback)
+    python benchmarks/bench_load.py                              # full: 1.25x/1.5x/2x, three straggler processes
+
+Offered loads are fractions (default 30%, 50%, 70%) of the capacity measured
+at the start: inputs per second that uncoded on K workers serves with full
+micro-batches and no stragglers. Each task's time is an injected ``--base``
+seconds (a stand-in for a heavier f; lenet5 itself takes about 1 ms) plus
+the straggler process (``gencc.experiments.load``). Schemes, all at N =
+factor x K workers except ``uncoded`` (K workers):
+
+* ``uncoded``: Uncoded(K), waits for all K; ``uncoded-clean`` is the same
+  without stragglers, the baseline of the ratios;
+* ``replication``: Replication(K, N), first copy of each input wins;
+* ``hedged``: HedgedExecutor on N workers, one copy per request, a backup
+  after the adaptive p95 of observed latencies (Dean and Barroso);
+* ``gcc-sys`` / ``gcc`` / ``bacc`` / ``letcc``: coded, decoding at the adaptive
+  deadline (1.5 x the p90 of recent task latencies, clipped to [0.5, 10] x
+  base) from whatever arrived (at least K); systematic GCC answers each
+  input as soon as its own worker returns; LeTCC at its best ridges from
+  ``gencc.experiments.peers.LETCC_GRID`` (S = N - K random stragglers, 5
+  calibration rounds);
+* ``parm``: ParM.for_workload(workload, K), only where N = K + 1.
+
+Every scheme sees the same arrival times and the same per-worker straggler
+draws (seeded); every request is counted: answered, explicit error, or lost
+(must be 0). Writes a console table, ``load.json``, ``load.csv`` and
+``load.png`` (latency against load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from gencc import stragglers as st  # noqa: E402
+from gencc.experiments.load import (SCHEMES, CpuHog, arrival_times, make_executor, measure_capacity,  # noqa: E402
+                                    run_open_loop, straggler_model, summarize)
+from gencc.experiments.peers import LETCC_GRID, best_letcc  # noqa: E402
+from gencc.report import format_table, write_csv, write_json  # noqa: E402
+from gencc.runtime import WorkerStragglers  # noqa: E402
+from gencc.workloads import WorkloadFactory, get  # noqa: E402
+
+
+def plot(rows, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["factor"], r["stragglers"]) for r in rows if r["stragglers"] != "none"})
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5.5 * max(1, len(panels)), 4.2), squeeze=False)
+    for ax, (fac, strag) in zip(axes[0], panels):
+        names = list(dict.fromkeys(r["scheme"] for r in rows if r["factor"] == fac and r["stragglers"] == strag))
+        for i, name in enumerate(names):
+            pts = sorted((r["load"], r["p50_ms"], r["p999_ms"]) for r in rows
+                         if r["factor"] == fac and r["stragglers"] == strag and r["scheme"] == name)
+            x = [p[0] for p in pts]
+            color = f"C{i}"
+            ax.plot(x, [p[2] for p in pts], "o-", color=color, label=f"{name} p99.9")
+            ax.plot(x, [p[1] for p in pts], "x--", color=color, alpha=0.6)
+        clean = sorted((r["load"], r["p50_ms"]) for r in rows if r["scheme"] == "uncoded-clean")
+        if clean:
+            ax.plot([c[0] for c in clean], [1.5 * c[1] for c in clean], "k:", label="1.5 x clean p50")
+        ax.set(xlabel="offered load (fraction of uncoded capacity)", ylabel="latency (ms)", yscale="log",
+               title=f"{fac}x workers, {strag} (solid p99.9, dashed p50)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    import textwrap
+
+    fig.suptitle("\n".join(textwrap.wrap(title, 90)), fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1.25x workers, slow nodes, 400 requests per run")
+    ap.add_argument("--backend", default="local", choices=["local", "ray", "threads"])
+    ap.add_argument("--workload", default="lenet5")
+    ap.add_argument("-K", type=int, default=4)
+    ap.add_argument("--micro-batch", type=int, default=2)
+    ap.add_argument("--base", type=float, default=0.04, help="injected task time, seconds")
+    ap.add_argument("--window", type=float, default=None,
+                    help="batching window, seconds (default: the mean time to fill a batch at the offered rate, "
+                         "at most 4 x base)")
+    ap.add_argument("--loads", default="0.3,0.5,0.7")
+    ap.add_argument("--factors", default=None, help="N / K (default 1.25,1.5,2; quick: 1.25)")
+    ap.add_argument("--stragglers", default=None, help="default slow-nodes,pareto,cpu-hog; quick: slow-nodes")
+    ap.add_argument("--schemes", default=",".join(SCHEMES))
+    ap.add_argument("--requests", type=int, default=None, help="per run (default 2000; quick: 400)")
+    ap.add_argument("--run-limit", type=float, default=30.0, help="seconds to wait for answers after the last arrival")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="docs/bench_load")
+    args = ap.parse_args(argv)
+    factors = [float(f) for f in (args.factors or ("1.25" if args.quick else "1.25,1.5,2")).split(",")]
+    kinds = (args.stragglers or ("slow-nodes" if args.quick else "slow-nodes,pareto,cpu-hog")).split(",")
+    n_req = args.requests or (400 if args.quick else 2000)
+    loads = [float(x) for x in args.loads.split(",")]
+    K, B, base = args.K, args.micro_batch, args.base
+    window_cap = 4 * base  # the batching window, unless --window: the time to fill a group at the offered rate,
+    # at most 4 x base
+    schemes = args.schemes.split(",")
+    wl = get(args.workload)
+    model = WorkloadFactory(args.workload)
+    opts = {"threads": 1} if args.backend == "local" else None
+    rng = np.random.default_rng(args.seed)
+    X = wl.X[rng.choice(len(wl.X), size=n_req, replace=n_req > len(wl.X))]
+    truth = wl.f(X).reshape(n_req, -1)
+    t_start = time.monotonic()
+    uptime = os.getloadavg()
+    capacity = measure_capacity(model, K, B, base, X, backend=args.backend, backend_options=opts)
+    print(f"capacity (uncoded, K={K}, B={B}, base {base:g} s): {capacity:.1f} inputs/s; "
+          f"load average {uptime[0]:.1f}", flush=True)
+    rows = []
+
+    def serve(name, factor, kind, N, scheme=None, params=None):
+        ex = make_executor(name, model, K, N, B, base, window_cap, None, backend=args.backend,
+                           backend_options=opts, scheme=scheme)
+        try:
+            for load in loads:
+                rate = load * capacity
+                times = arrival_times(rate, n_req, args.seed + int(1000 * load))  # same arrivals for every scheme
+                n_w = K if name.startswith("uncoded") else N
+                group = B if name == "hedged" else B * K  # requests per task (hedged) or per coded batch
+                ex.set_batch_window(min(window_cap, group / rate) if args.window is None else args.window)
+                ex.faults = WorkerStragglers(straggler_model("none" if name == "uncoded-clean" else kind, base),
+                                             n_w, seed=args.seed)
+                hog_s = float(times[-1]) + args.run_limit
+                t = time.monotonic()
+                if kind == "cpu-hog" and name != "uncoded-clean" and args.backend == "local":
+                    with CpuHog(ex.backend.pids[0], hog_s):
+                        run = run_open_loop(ex, X, times, run_limit=args.run_limit)
+                else:
+                    run = run_open_loop(ex, X, times, run_limit=args.run_limit)
+                row = {"backend": args.backend, "factor": factor, "stragglers": kind if name != "uncoded-clean"
+                       else "none", "scheme": name, "workers": n_w, "load": load, "params": params,
+                       "window_ms": 1e3 * ex.batch_window, **summarize(run, truth, rate), "loadavg": round(os.getloadavg()[0], 1)}
+                if name == "hedged":
+                    row["hedged"] = int(ex.stats["hedged"])
+                rows.append(row)
+                print(f"  {factor}x {kind} {name} load {load:.0%}: p50 {row['p50_ms']:.0f} ms, "
+                      f"p99.9 {row['p999_ms']:.0f} ms, agree {row['agreement']:.3f}, lost {row['lost']} "
+                      f"({time.monotonic() - t:.0f} s)", flush=True)
+        finally:
+            ex.shutdown(wait=False)
+
+    serve("uncoded-clean", 1.0, "none", K)
+    for factor in factors:
+        N = int(round(factor * K))
+        for kind in kinds:
+            for name in schemes:
+                if name == "parm" and N != K + 1:
+                    continue
+                scheme, params = None, None
+                if name == "letcc":
+                    scheme, params = best_letcc(wl.f, K, N, wl.X, st.RandomStragglers(N - K), LETCC_GRID,
+                                                rounds=5, seed=args.seed + 1)
+                serve(name, factor, kind, N, scheme, params)
+    # ratios within the run
+    clean = {r["load"]: r for r in rows if r["scheme"] == "uncoded-clean"}
+    hedged = {(r["factor"], r["stragglers"], r["load"]): r for r in rows if r["scheme"] == "hedged"}
+    for r in rows:
+        c = clean.get(r["load"])
+        r["p999/clean_p50"] = r["p999_ms"] / c["p50_ms"] if c else float("nan")
+        h = hedged.get((r["factor"], r["stragglers"], r["load"]))
+        r["p999/hedged"] = r["p999_ms"] / h["p999_ms"] if h else float("nan")
+    cols = ["factor", "stragglers", "scheme", "workers", "load", "window_ms", "offered_rps", "throughput_rps", "p50_ms", "p99_ms",
+            "p999_ms", "p999/clean_p50", "p999/hedged", "agreement", "exact", "answered", "errors", "lost",
+            "unaccounted", "loadavg"]
+    title = (f"{args.workload}, K={K}, B={B}, base {base:g} s, window: fill time <= {window_cap:g} s, {n_req} requests per run, "
+             f"{args.backend} backend, capacity {capacity:.0f}/s, {os.cpu_count()} cores, "
+             f"load average at start {uptime[0]:.1f}")
+    print(format_table(rows, cols, title=title))
+    lost = sum(r["lost"] + r["unaccounted"] for r in rows)
+    print(f"lost or unaccounted requests: {lost}; total {time.monotonic() - t_start:.0f} s")
+    os.makedirs(args.out, exist_ok=True)
+    suffix = "" if args.backend == "local" else f"_{args.backend}"
+    settings = vars(args) | {"capacity_rps": capacity, "window_cap": window_cap, "letcc_grid": LETCC_GRID,
+                             "loadavg_start": uptime, "cores": os.cpu_count()}
+    write_json({"settings": settings, "rows": rows}, os.path.join(args.out, f"load{suffix}.json"))
+    write_csv(rows, os.path.join(args.out, f"load{suffix}.csv"), cols + ["params", "max_ms", "hedged"])
+    plot(rows, os.path.join(args.out, f"load{suffix}.png"), title)
+    print(f"wrote {args.out}/load{suffix}.(json|csv|png)")
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() is not None else 1)

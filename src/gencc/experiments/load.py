@@ -1,0 +1,217 @@
+"""Serving under load: open-loop Poisson arrivals through ``submit_one``.
+
+The logic of ``benchmarks/bench_load.py``. Every scheme sees the same arrival
+times (seeded by the load) and the same straggler process
+(:class:`~gencc.runtime.faults.WorkerStragglers`: worker n's j-th task gets
+the same delay whatever scheme sent it), so ratios within one run compare
+schemes, not draws.
+
+Straggler processes (``STRAGGLERS``), with ``base`` the typical task time in
+seconds (an injected sleep standing in for a heavier f than the workload's):
+
+- ``none``: ``base`` (+ up to 5% jitter) per task;
+- ``slow-nodes``: the same, and 5% of tasks 10x slow;
+- ``pareto``: Pareto task times, ``base * (1 + Lomax(3))`` (mean 1.5 ``base``);
+- ``cpu-hog``: ``none``'s delays, and a real busy-loop process pinned to the
+  core of worker 0 (worker 0 pinned there too) for at most ``hog_seconds``
+  (local backend only: Ray's actors are not pinned).
+
+Every loop is bounded in count (``n_requests``) and time (``run_limit``);
+every request ends answered, with an explicit error, or is counted lost.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import stragglers as st
+from ..runtime import AdaptiveDeadline, CodedExecutor, HedgedExecutor, WorkerStragglers
+
+__all__ = ["STRAGGLERS", "SCHEMES", "arrival_times", "straggler_model", "LoadRun", "run_open_loop", "measure_capacity",
+           "make_executor",
+           "summarize", "CpuHog"]
+
+STRAGGLERS = ("none", "slow-nodes", "pareto", "cpu-hog")
+SCHEMES = ("uncoded", "replication", "hedged", "gcc-sys", "gcc", "bacc", "letcc", "parm")
+
+# The coded schemes' gather: decode at the adaptive deadline with whatever arrived (at least the trusted
+# floor): deadline = clip(1.5 * p90 of the last 512 task latencies, 0.5 base, 10 base) (see make_executor).
+DEADLINE_Q, DEADLINE_FACTOR = 0.9, 1.5
+
+
+def arrival_times(rate: float, n: int, seed: int) -> np.ndarray:
+    """Poisson arrivals: ``n`` times (seconds from 0) with mean gap ``1 / rate``."""
+    rng = np.random.default_rng([seed, 7])
+    return np.cumsum(rng.exponential(1.0 / rate, size=n))
+
+
+def straggler_model(kind: str, base: float) -> st.LatencyModel:
+    """The per-task delay distribution of a straggler process (see the module notes)."""
+    if kind in ("none", "cpu-hog"):
+        return st.SlowNodes(base=base, fraction=0.0, jitter=0.05)
+    if kind == "slow-nodes":
+        return st.SlowNodes(base=base, fraction=0.05, slowdown=10.0, jitter=0.05)
+    if kind == "pareto":
+        return st.Pareto(scale=base, shape=3.0)
+    raise ValueError(f"stragglers must be one of {STRAGGLERS}, got {kind!r}")
+
+
+class CpuHog:
+    """A busy-loop process sharing one core with one worker, for at most ``seconds``."""
+
+    def __init__(self, pid: int, seconds: float):
+        self.pid, self.seconds, self.proc = pid, seconds, None
+
+    def __enter__(self):
+        core = {0}
+        try:
+            os.sched_setaffinity(self.pid, core)
+        except (OSError, AttributeError):
+            return self
+        code = ("import os, time; os.sched_setaffinity(0, {0}); end = time.monotonic() + %r\n"
+                "while time.monotonic() < end: pass" % self.seconds)
+        self.proc = subprocess.Popen([sys.executable, "-c", code])
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        try:
+            os.sched_setaffinity(self.pid, set(range(os.cpu_count() or 1)))
+        except (OSError, AttributeError):
+            pass
+
+
+@dataclass
+class LoadRun:
+    """One scheme at one offered load: per request, when it arrived and ended and how."""
+
+    latencies: np.ndarray  # seconds from the scheduled arrival to the answer (NaN unless answered)
+    answered: np.ndarray  # bool
+    errors: int
+    lost: int
+    outputs: np.ndarray  # (n, *out_shape), NaN where not answered
+    duration_s: float  # first arrival to last answer
+    error_reasons: dict | None = None  # message -> count
+
+
+def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> LoadRun:
+    """Submit ``X[i]`` through ``ex.submit_one`` at ``times[i]`` (open loop) and wait for every answer.
+
+    Parameters
+    ----------
+    ex : CodedExecutor or HedgedExecutor
+    X : ndarray, shape (n, *in_shape)
+    times : ndarray, shape (n,)
+        Arrival times, seconds from the start.
+    run_limit : float
+        Seconds after the last arrival to wait for answers; a request still
+        pending then is counted lost.
+    """
+    n = len(X)
+    done_at = np.full(n, np.nan)
+    futs: list[Future | None] = [None] * n
+    errors = 0
+
+    def stamp(i):
+        return lambda fut: done_at.__setitem__(i, time.monotonic())
+
+    start = time.monotonic() + 0.05
+    for i in range(n):
+        delay = start + times[i] - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        try:
+            fut = ex.submit_one(X[i])
+        except Exception:  # an explicit error at submission
+            errors += 1
+            continue
+        fut.add_done_callback(stamp(i))
+        futs[i] = fut
+    end = time.monotonic() + run_limit
+    outputs, answered = None, np.zeros(n, dtype=bool)
+    lost = 0
+    reasons: dict = {}
+    for i, fut in enumerate(futs):
+        if fut is None:
+            continue
+        try:
+            y = fut.result(timeout=max(0.0, end - time.monotonic()))
+        except TimeoutError:
+            lost += 1
+            continue
+        except Exception as exc:
+            errors += 1
+            reasons[f"{type(exc).__name__}: {str(exc)[:120]}"] = reasons.get(f"{type(exc).__name__}: {str(exc)[:120]}", 0) + 1
+            continue
+        y = np.asarray(y, dtype=np.float64)
+        if outputs is None:
+            outputs = np.full((n, *y.shape), np.nan)
+        outputs[i] = y
+        answered[i] = True
+    lat = np.where(answered, done_at - (start + times), np.nan)
+    last = np.nanmax(done_at) if answered.any() else time.monotonic()
+    return LoadRun(lat, answered, errors, lost, outputs if outputs is not None else np.full((n, 0), np.nan),
+                   float(last - start), reasons)
+
+
+def measure_capacity(model, K: int, micro_batch: int, base: float, X, *, backend="local", backend_options=None,
+                     batches: int = 40) -> float:
+    """Inputs per second that uncoded on K workers serves with full micro-batches and no stragglers."""
+    from ..schemes import Uncoded
+
+    faults = WorkerStragglers(straggler_model("none", base), K, seed=12345)
+    with CodedExecutor(model, Uncoded(K), backend, micro_batch=micro_batch, faults=faults, max_in_flight=4,
+                       backend_options=backend_options) as ex:
+        size = K * micro_batch
+        rows = np.resize(np.arange(len(X)), size * batches)
+        list(ex.map(X[rows[:size * 4]]))  # warm up
+        t0 = time.monotonic()
+        list(ex.map(X[rows]))
+        return size * batches / (time.monotonic() - t0)
+
+
+def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backend="local", backend_options=None,
+                  scheme=None, timeout=30.0):
+    """The executor serving scheme ``name`` on N workers (uncoded: on K)."""
+    from ..schemes import BACC, GCC, ParM, Replication, Uncoded
+
+    opts = dict(micro_batch=micro_batch, batch_window=window, faults=faults, timeout=timeout,
+                backend_options=backend_options, max_in_flight=1_000_000)
+    if name == "hedged":
+        return HedgedExecutor(model, N, backend, micro_batch=micro_batch, batch_window=window, faults=faults,
+                              timeout=timeout, backend_options=backend_options)
+    deadline = AdaptiveDeadline(q=DEADLINE_Q, factor=DEADLINE_FACTOR, floor=0.5 * base, cap=10.0 * base)
+    if name in ("uncoded", "uncoded-clean"):
+        return CodedExecutor(model, Uncoded(K), backend, **opts)
+    if name == "replication":
+        return CodedExecutor(model, Replication(K, N), backend, **opts)
+    if scheme is None:
+        scheme = {"gcc-sys": lambda: GCC(K, N, worker_points="systematic"), "gcc": lambda: GCC(K, N),
+                  "bacc": lambda: BACC(K, N), "parm": lambda: ParM.for_workload(model.name, K)}[name]()
+    # past the deadline with fewer than the trusted floor: wait for it (decode as soon as it is reached)
+    return CodedExecutor(model, scheme, backend, deadline=deadline, on_insufficient="wait", **opts)
+
+
+def summarize(run: LoadRun, truth: np.ndarray, offered: float) -> dict:
+    """Throughput, latency quantiles, answer quality and the request count of one run."""
+    n = len(run.answered)
+    lat = run.latencies[run.answered]
+    q = (lambda p: float(np.percentile(lat, p))) if lat.size else (lambda p: float("nan"))
+    est = run.outputs.reshape(n, -1) if run.outputs.size else np.full((n, truth.shape[1]), np.nan)
+    ok = run.answered
+    agree = float(np.mean(est[ok].argmax(1) == truth[ok].argmax(1))) if ok.any() else float("nan")
+    rel = np.abs(est[ok] - truth[ok]).max(axis=1) / np.maximum(np.abs(truth[ok]).max(axis=1), 1e-12)
+    exact = float(np.mean(rel < 1e-5)) if ok.any() else float("nan")
+    return {"offered_rps": offered, "throughput_rps": float(ok.sum() / max(run.duration_s, 1e-9)),
+            "p50_ms": 1e3 * q(50), "p99_ms": 1e3 * q(99), "p999_ms": 1e3 * q(99.9), "max_ms": 1e3 * q(100),
+            "agreement": agree, "exact": exact, "requests": n, "answered": int(ok.sum()), "errors": run.errors,
+            "lost": run.lost, "error_reasons": run.error_reasons or {}, "unaccounted": n - int(ok.sum()) - run.errors - run.lost}

@@ -1,0 +1,344 @@
+"""Hedged requests: the uncoded baseline practitioners reach for first.
+
+Dean and Barroso, "The Tail at Scale" (CACM 2013): each request goes to one
+worker; if it is not back after the hedge delay (by default the p95 of the
+latencies observed so far), a backup copy goes to another worker, idle or
+least loaded, and the first answer wins; the other copy is cancelled. The
+workers beyond what the load needs are the spare capacity the backups use.
+
+:class:`HedgedExecutor` runs on the same backends as
+:class:`~gencc.runtime.CodedExecutor` (``"local"``, ``"threads"``, ``"ray"``,
+or a Backend object) with the same straggler injection, and serves the same
+``submit_one`` / ``map`` interface, so the load benchmark treats both alike.
+When a copy goes is decided by the pure :func:`~gencc.runtime.gather.hedge_due`,
+where it goes by :func:`~gencc.runtime.gather.pick_worker`, and the adaptive
+delay by :func:`~gencc.runtime.gather.adaptive_deadline`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import Counter, deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._validation import check_int, check_nonnegative
+from ..errors import BatchFailedError
+from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
+from .faults import TaskFault
+from .gather import AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
+from .stream import RequestBatcher
+
+__all__ = ["HedgedExecutor", "HedgedResult"]
+
+log = logging.getLogger("gencc.runtime")
+
+
+@dataclass
+class HedgedResult:
+    """One request group's answer.
+
+    Attributes
+    ----------
+    outputs : ndarray, shape (B, *out_shape)
+    worker : int
+        The worker whose copy won.
+    copy : int
+        Which copy won: 0 the primary, 1 the first backup.
+    copies : int
+        Copies sent.
+    wall_time : float
+        Seconds from the first dispatch to the answer.
+    """
+
+    outputs: np.ndarray
+    worker: int
+    copy: int
+    copies: int
+    wall_time: float
+
+    def output(self, i: int) -> np.ndarray:
+        return self.outputs[i]
+
+
+@dataclass
+class _Request:
+    index: int
+    x: np.ndarray
+    future: Future
+    t0: float
+    holders: dict = field(default_factory=dict)  # worker -> copy number, for copies still running
+    copies: int = 0
+    tried: set = field(default_factory=set)  # workers that were sent a copy
+    errors: list = field(default_factory=list)
+
+
+class HedgedExecutor:
+    """Serve f uncoded on ``n_workers`` workers with hedged requests.
+
+    Parameters
+    ----------
+    model : callable or str
+        A picklable zero-argument factory returning the vectorised f, as for
+        :class:`~gencc.runtime.CodedExecutor`.
+    n_workers : int
+        Workers started; primaries and backups share them.
+    backend : {"local", "threads", "ray"} or Backend
+    micro_batch : int
+        Requests per task: :meth:`submit_one` groups up to this many (within
+        ``batch_window``) and sends the group to one worker. Default 1.
+    batch_window : float
+        Seconds the oldest request waits for its group to fill.
+    hedge_delay : float or AdaptiveDeadline, optional
+        Seconds after which a request not yet answered gets a backup copy.
+        Default: adaptive, the p95 of the last 512 observed task latencies
+        (``AdaptiveDeadline(q=0.95, factor=1.0, floor=0.0, cap=timeout)``,
+        no hedging until 20 are observed).
+    max_copies : int
+        Copies per request, the primary included (2: one backup).
+    timeout : float
+        Seconds after which a request with no answer fails with
+        :class:`~gencc.errors.BatchFailedError`.
+    faults : object, optional
+        Injected stragglers: ``faults.task_fault(worker)`` gives each task's
+        :class:`TaskFault` (see :class:`~gencc.runtime.faults.WorkerStragglers`).
+    backend_options : dict, optional
+
+    Attributes
+    ----------
+    stats : collections.Counter
+        ``requests`` (groups), ``answered``, ``failed``, ``hedged`` (backups
+        sent), ``backup_won``, ``cancelled`` (losing copies cancelled),
+        ``late_results`` (losers that finished anyway).
+    """
+
+    _SWEEP_S = 0.002
+
+    def __init__(self, model, n_workers, backend="local", *, micro_batch=1, batch_window=0.005, hedge_delay=None,
+                 max_copies=2, timeout=30.0, faults=None, backend_options=None):
+        from .executor import CodedExecutor
+
+        self.n_workers = check_int(n_workers, "n_workers")
+        self.micro_batch = check_int(micro_batch, "micro_batch")
+        self.batch_window = check_nonnegative(batch_window, "batch_window")
+        self.max_copies = check_int(max_copies, "max_copies")
+        if self.max_copies > self.n_workers:
+            raise ValueError(f"max_copies must be <= n_workers = {self.n_workers}, got {self.max_copies}")
+        self.timeout = check_nonnegative(timeout, "timeout")
+        if self.timeout == 0:
+            raise ValueError("timeout must be > 0")
+        if hedge_delay is None:
+            hedge_delay = AdaptiveDeadline(q=0.95, factor=1.0, floor=0.0, cap=self.timeout)
+        if isinstance(hedge_delay, AdaptiveDeadline):
+            self._rule = hedge_delay
+            self.hedge_delay = hedge_delay.cap
+        else:
+            self._rule = None
+            self.hedge_delay = check_nonnegative(hedge_delay, "hedge_delay")
+        self.faults = faults
+        self._recent = deque(maxlen=self._rule.window if self._rule else 1)
+        self._backend = CodedExecutor._make_backend(backend, model, self.n_workers, backend_options or {})
+        self._backend.start()
+        self._loads = [0] * self.n_workers  # tasks held by each worker; -1 while restarting
+        self._lock = threading.Lock()
+        self._reqs: dict[int, _Request] = {}
+        self._counter = itertools.count()
+        self._shutdown = False
+        self._stop = threading.Event()
+        self.stats = Counter()
+        self._thread = threading.Thread(target=self._loop, name="gencc-hedged", daemon=True)
+        self._thread.start()
+        self._batcher = RequestBatcher(self.submit, self.micro_batch, 1, self.batch_window)
+
+    # -- public API -----------------------------------------------------------
+    def submit(self, X) -> Future:
+        """Send a group of 1..``micro_batch`` inputs, shape (B, *in_shape), to one worker, hedged.
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Resolves to a :class:`HedgedResult`, or raises :class:`BatchFailedError`.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim < 1 or not 1 <= X.shape[0] <= self.micro_batch:
+            raise ValueError(f"X must have shape (B, *in_shape) with 1 <= B <= micro_batch = {self.micro_batch}, "
+                             f"got shape {X.shape}")
+        fut: Future = Future()
+        fut.set_running_or_notify_cancel()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to an executor that was shut down")
+            req = _Request(next(self._counter), X, fut, time.monotonic())
+            self._reqs[req.index] = req
+            self.stats["requests"] += 1
+            if not self._send_copy(req, req.t0):
+                self._reqs.pop(req.index)
+                fut.set_exception(BatchFailedError(req.index, {}, 0, 1, "no worker could take it"))
+        return fut
+
+    def submit_one(self, x) -> Future:
+        """Submit one input; resolves to f(x), shape out_shape."""
+        if self._shutdown:
+            raise RuntimeError("cannot submit to an executor that was shut down")
+        return self._batcher.put(np.asarray(x, dtype=np.float64))
+
+    def map(self, inputs, *, timeout=None):
+        """f on every input, in order (through :meth:`submit_one`)."""
+        futs = [self.submit_one(x) for x in inputs]
+        end = None if timeout is None else time.monotonic() + timeout
+        for f in futs:
+            yield f.result(timeout=None if end is None else max(0.0, end - time.monotonic()))
+
+    def shutdown(self, wait: bool = True):
+        """Stop: dispatch the requests in the window (``wait``), let pending ones end (each within
+        ``timeout``), then stop the workers; what is still pending fails."""
+        if self._shutdown:
+            return
+        self._batcher.close(flush=wait)
+        with self._lock:
+            self._shutdown = True
+            futs = [r.future for r in self._reqs.values()]
+        if wait:
+            for f in futs:
+                try:
+                    f.exception(timeout=self.timeout + 5.0)
+                except TimeoutError:
+                    break
+        self._stop.set()
+        self._thread.join(timeout=10)
+        with self._lock:
+            left = list(self._reqs.values())
+            self._reqs.clear()
+        for r in left:
+            if not r.future.done():
+                r.future.set_exception(BatchFailedError(r.index, {}, 0, 1, "executor shut down"))
+        self._backend.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    @property
+    def backend(self):
+        return self._backend
+
+    def set_batch_window(self, seconds: float):
+        """Change ``batch_window`` (seconds) for the requests that arrive from now on."""
+        self.batch_window = check_nonnegative(seconds, "seconds")
+        self._batcher.window = self.batch_window
+
+    # -- dispatcher -------------------------------------------------------------
+    def _send_copy(self, req, now) -> bool:
+        w = pick_worker(self._loads, exclude=req.tried)  # a worker that has not had it yet
+        if w is None:
+            w = pick_worker(self._loads, exclude=req.holders)
+        if w is None:
+            return False
+        fault = self.faults.task_fault(w) if self.faults is not None else TaskFault()
+        copy = req.copies
+        if not self._backend.submit(w, Task(req.index, copy, req.x, fault, True)):
+            return False
+        req.holders[w] = copy
+        req.tried.add(w)
+        req.copies += 1
+        self._loads[w] += 1
+        if copy:
+            self.stats["hedged"] += 1
+        return True
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                events = self._backend.poll(self._SWEEP_S)
+            except Exception:
+                log.exception("backend poll failed")
+                events = []
+            settle = []
+            with self._lock:
+                now = time.monotonic()
+                for ev in events:
+                    try:
+                        settle.extend(self._handle(ev, now))
+                    except Exception:
+                        log.exception("handling an event failed")
+                for req in list(self._reqs.values()):
+                    settle.extend(self._sweep(req, now))
+            for fut, value in settle:
+                if fut.done():
+                    continue
+                if isinstance(value, BaseException):
+                    fut.set_exception(value)
+                else:
+                    fut.set_result(value)
+
+    def _sweep(self, req, now):
+        elapsed = now - req.t0
+        if elapsed >= self.timeout:
+            return self._end(req, BatchFailedError(req.index, {}, 0, 1, f"timed out after {self.timeout:g} s"))
+        if hedge_due(elapsed, self.hedge_delay, req.copies, self.max_copies):
+            if not self._send_copy(req, now) and not req.holders:
+                return self._end(req, BatchFailedError(req.index, {}, 0, 1, "no worker could take it"))
+        return []
+
+    def _end(self, req, value):
+        self._reqs.pop(req.index, None)
+        for w in req.holders:  # the losers
+            self._backend.cancel(w, req.index)
+            self.stats["cancelled"] += 1
+        req.holders.clear()
+        self.stats["failed" if isinstance(value, BaseException) else "answered"] += 1
+        return [(req.future, value)]
+
+    def _handle(self, ev, now):
+        if isinstance(ev, WorkerReady):
+            self._loads[ev.worker] = 0
+            return []
+        if isinstance(ev, WorkerDied):
+            self._loads[ev.worker] = -1
+            out = []
+            for req in list(self._reqs.values()):
+                if req.holders.pop(ev.worker, None) is not None:
+                    req.errors.append(f"worker {ev.worker} died: {ev.why}")
+                    out.extend(self._after_loss(req, now))
+            try:
+                self._backend.restart(ev.worker)
+            except Exception:
+                log.exception("restarting a worker failed")
+            return out
+        if self._loads[ev.worker] > 0:
+            self._loads[ev.worker] -= 1
+        req = self._reqs.get(ev.batch)
+        if isinstance(ev, TaskCancelled):
+            return []
+        if req is None or ev.worker not in req.holders:
+            self.stats["late_results"] += 1
+            return []
+        copy = req.holders.pop(ev.worker)
+        if isinstance(ev, TaskError):
+            req.errors.append(f"worker {ev.worker}: {ev.message}")
+            return self._after_loss(req, now)
+        y = np.asarray(ev.output, dtype=np.float64)
+        if y.ndim == 0 or y.shape[0] != req.x.shape[0] or not np.all(np.isfinite(y)):
+            req.errors.append(f"worker {ev.worker}: unusable output of shape {y.shape}")
+            return self._after_loss(req, now)
+        if self._rule is not None:
+            self._recent.append(now - req.t0)
+            if len(self._recent) % 8 == 0:
+                self.hedge_delay = adaptive_deadline(self._recent, self._rule)
+        self.stats["backup_won"] += copy > 0
+        return self._end(req, HedgedResult(y, ev.worker, copy, req.copies, now - req.t0))
+
+    def _after_loss(self, req, now):
+        """A copy was lost: send another at once if allowed, fail when none is left."""
+        if req.holders:
+            return []
+        if req.copies < self.max_copies and self._send_copy(req, now):
+            return []
+        return self._end(req, BatchFailedError(req.index, {}, 0, 1, "; ".join(req.errors) or "every copy lost"))
