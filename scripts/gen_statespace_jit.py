@@ -52,7 +52,7 @@ def transition_lines(p, h, pre, ind):
     for i in R(p):
         for j in R(p):
             L.append(f"{ind}    {pre}F{i}{j} *= {pre}e")
-    L.append(f"{ind}    _inc_gamma({J - 1}, 2.0 * rate * {pre}h1, inc)")
+    L.append(f"{ind}    _inc_gamma({J - 1}, 2.0 * rate * {pre}h1, {pre}e * {pre}e, inc)")
     for jj in range(J):
         L.append(f"{ind}    {pre}I{jj} = icoef[{jj}] * inc[{jj}]")
     L.append(f"{ind}else:")
@@ -93,15 +93,18 @@ def propagate_lines(p, F, P, Q, out, ind):
 
 
 def filter_src(p):
-    L = [f"@njit(cache=True)", f"def _filter_p{p}(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout):"]
-    L.append(f'    """Kalman filter of one model with state dimension {p} (see _statespace_jit._filter_one)."""')
+    L = [f"@njit(cache=True)", f"def _filter_p{p}(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout, FS, QS):"]
+    L.append(f'    """Kalman filter of one model with state dimension {p} (see _statespace_jit._filter_one).')
+    L.append('')
+    L.append('    The forward pass stores its transitions in FS, QS (n, 3, 3); the backward pass')
+    L.append('    (same steps, mirrored) reads them."""')
     L.append("    n, m = Y.shape")
     L.append("    inc = np.empty(5)")
     L += const_lines(p, "    ")
-    L.append("    Q00 = 0.0")
     for i in R(p):
         for j in R(p):
             L.append(f"    F{i}{j} = 0.0")
+            L.append(f"    Q{i}{j} = 0.0")
     L.append("    for k in range(n):")
     ind = "        "
     L.append(f"{ind}yk = n - 1 - k if backward else k")
@@ -110,8 +113,19 @@ def filter_src(p):
         for j in R(p):
             L.append(f"{ind}    Pp{i}{j} = P0[{i}, {j}]")
     L.append(f"{ind}else:")
-    L.append(f"{ind}    h = t[n - k] - t[n - k - 1] if backward else t[k] - t[k - 1]")
-    L += transition_lines(p, "h", "", ind + "    ")
+    L.append(f"{ind}    if backward:")
+    L.append(f"{ind}        ks = n - k")
+    for i in R(p):
+        for j in R(p):
+            L.append(f"{ind}        F{i}{j} = FS[ks, {i}, {j}]")
+            L.append(f"{ind}        Q{i}{j} = QS[ks, {i}, {j}]")
+    L.append(f"{ind}    else:")
+    L.append(f"{ind}        h = t[k] - t[k - 1]")
+    L += transition_lines(p, "h", "", ind + "        ")
+    for i in R(p):
+        for j in R(p):
+            L.append(f"{ind}        FS[k, {i}, {j}] = F{i}{j}")
+            L.append(f"{ind}        QS[k, {i}, {j}] = Q{i}{j}")
     L += propagate_lines(p, "F", "Pout[k - 1, {i}, {j}]", "Q", "Pp", ind + "    ")
     L.append(f"{ind}den = Pp00 + sigma2")
     for i in R(p):

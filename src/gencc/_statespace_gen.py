@@ -15,31 +15,41 @@ _RINV = 1.0 / np.arange(1, 64, dtype=np.float64)
 
 
 @njit(cache=True)
-def _filter_p1(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout):
-    """Kalman filter of one model with state dimension 1 (see _statespace_jit._filter_one)."""
+def _filter_p1(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout, FS, QS):
+    """Kalman filter of one model with state dimension 1 (see _statespace_jit._filter_one).
+
+    The forward pass stores its transitions in FS, QS (n, 3, 3); the backward pass
+    (same steps, mirrored) reads them."""
     n, m = Y.shape
     inc = np.empty(5)
     nk0_00 = Nk[0, 0, 0]
     c0_00 = C[0, 0, 0]
-    Q00 = 0.0
     F00 = 0.0
+    Q00 = 0.0
     for k in range(n):
         yk = n - 1 - k if backward else k
         if k == 0:
             Pp00 = P0[0, 0]
         else:
-            h = t[n - k] - t[n - k - 1] if backward else t[k] - t[k - 1]
-            h1 = h
-            F00 = nk0_00
-            if rate > 0.0:
-                e = math.exp(-rate * h1)
-                F00 *= e
-                _inc_gamma(0, 2.0 * rate * h1, inc)
-                I0 = icoef[0] * inc[0]
+            if backward:
+                ks = n - k
+                F00 = FS[ks, 0, 0]
+                Q00 = QS[ks, 0, 0]
             else:
-                hj = h1
-                I0 = hj * _RINV[0]
-            Q00 = I0 * c0_00
+                h = t[k] - t[k - 1]
+                h1 = h
+                F00 = nk0_00
+                if rate > 0.0:
+                    e = math.exp(-rate * h1)
+                    F00 *= e
+                    _inc_gamma(0, 2.0 * rate * h1, e * e, inc)
+                    I0 = icoef[0] * inc[0]
+                else:
+                    hj = h1
+                    I0 = hj * _RINV[0]
+                Q00 = I0 * c0_00
+                FS[k, 0, 0] = F00
+                QS[k, 0, 0] = Q00
             T00 = F00 * Pout[k - 1, 0, 0]
             Pp00 = (T00 * F00) + Q00
         den = Pp00 + sigma2
@@ -57,8 +67,11 @@ def _filter_p1(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Po
 
 
 @njit(cache=True)
-def _filter_p2(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout):
-    """Kalman filter of one model with state dimension 2 (see _statespace_jit._filter_one)."""
+def _filter_p2(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout, FS, QS):
+    """Kalman filter of one model with state dimension 2 (see _statespace_jit._filter_one).
+
+    The forward pass stores its transitions in FS, QS (n, 3, 3); the backward pass
+    (same steps, mirrored) reads them."""
     n, m = Y.shape
     inc = np.empty(5)
     nk0_00 = Nk[0, 0, 0]
@@ -81,11 +94,14 @@ def _filter_p2(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Po
     c2_01 = C[2, 0, 1]
     c2_10 = C[2, 1, 0]
     c2_11 = C[2, 1, 1]
-    Q00 = 0.0
     F00 = 0.0
+    Q00 = 0.0
     F01 = 0.0
+    Q01 = 0.0
     F10 = 0.0
+    Q10 = 0.0
     F11 = 0.0
+    Q11 = 0.0
     for k in range(n):
         yk = n - 1 - k if backward else k
         if k == 0:
@@ -94,33 +110,52 @@ def _filter_p2(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Po
             Pp10 = P0[1, 0]
             Pp11 = P0[1, 1]
         else:
-            h = t[n - k] - t[n - k - 1] if backward else t[k] - t[k - 1]
-            h1 = h
-            F00 = nk0_00 + h1 * nk1_00
-            F01 = nk0_01 + h1 * nk1_01
-            F10 = nk0_10 + h1 * nk1_10
-            F11 = nk0_11 + h1 * nk1_11
-            if rate > 0.0:
-                e = math.exp(-rate * h1)
-                F00 *= e
-                F01 *= e
-                F10 *= e
-                F11 *= e
-                _inc_gamma(2, 2.0 * rate * h1, inc)
-                I0 = icoef[0] * inc[0]
-                I1 = icoef[1] * inc[1]
-                I2 = icoef[2] * inc[2]
+            if backward:
+                ks = n - k
+                F00 = FS[ks, 0, 0]
+                Q00 = QS[ks, 0, 0]
+                F01 = FS[ks, 0, 1]
+                Q01 = QS[ks, 0, 1]
+                F10 = FS[ks, 1, 0]
+                Q10 = QS[ks, 1, 0]
+                F11 = FS[ks, 1, 1]
+                Q11 = QS[ks, 1, 1]
             else:
-                hj = h1
-                I0 = hj * _RINV[0]
-                hj = hj * h1
-                I1 = hj * _RINV[1]
-                hj = hj * h1
-                I2 = hj * _RINV[2]
-            Q00 = I0 * c0_00 + I1 * c1_00 + I2 * c2_00
-            Q01 = I0 * c0_01 + I1 * c1_01 + I2 * c2_01
-            Q10 = I0 * c0_10 + I1 * c1_10 + I2 * c2_10
-            Q11 = I0 * c0_11 + I1 * c1_11 + I2 * c2_11
+                h = t[k] - t[k - 1]
+                h1 = h
+                F00 = nk0_00 + h1 * nk1_00
+                F01 = nk0_01 + h1 * nk1_01
+                F10 = nk0_10 + h1 * nk1_10
+                F11 = nk0_11 + h1 * nk1_11
+                if rate > 0.0:
+                    e = math.exp(-rate * h1)
+                    F00 *= e
+                    F01 *= e
+                    F10 *= e
+                    F11 *= e
+                    _inc_gamma(2, 2.0 * rate * h1, e * e, inc)
+                    I0 = icoef[0] * inc[0]
+                    I1 = icoef[1] * inc[1]
+                    I2 = icoef[2] * inc[2]
+                else:
+                    hj = h1
+                    I0 = hj * _RINV[0]
+                    hj = hj * h1
+                    I1 = hj * _RINV[1]
+                    hj = hj * h1
+                    I2 = hj * _RINV[2]
+                Q00 = I0 * c0_00 + I1 * c1_00 + I2 * c2_00
+                Q01 = I0 * c0_01 + I1 * c1_01 + I2 * c2_01
+                Q10 = I0 * c0_10 + I1 * c1_10 + I2 * c2_10
+                Q11 = I0 * c0_11 + I1 * c1_11 + I2 * c2_11
+                FS[k, 0, 0] = F00
+                QS[k, 0, 0] = Q00
+                FS[k, 0, 1] = F01
+                QS[k, 0, 1] = Q01
+                FS[k, 1, 0] = F10
+                QS[k, 1, 0] = Q10
+                FS[k, 1, 1] = F11
+                QS[k, 1, 1] = Q11
             T00 = F00 * Pout[k - 1, 0, 0] + F01 * Pout[k - 1, 1, 0]
             T01 = F00 * Pout[k - 1, 0, 1] + F01 * Pout[k - 1, 1, 1]
             T10 = F10 * Pout[k - 1, 0, 0] + F11 * Pout[k - 1, 1, 0]
@@ -162,8 +197,11 @@ def _filter_p2(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Po
 
 
 @njit(cache=True)
-def _filter_p3(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout):
-    """Kalman filter of one model with state dimension 3 (see _statespace_jit._filter_one)."""
+def _filter_p3(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout, FS, QS):
+    """Kalman filter of one model with state dimension 3 (see _statespace_jit._filter_one).
+
+    The forward pass stores its transitions in FS, QS (n, 3, 3); the backward pass
+    (same steps, mirrored) reads them."""
     n, m = Y.shape
     inc = np.empty(5)
     nk0_00 = Nk[0, 0, 0]
@@ -238,16 +276,24 @@ def _filter_p3(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Po
     c4_20 = C[4, 2, 0]
     c4_21 = C[4, 2, 1]
     c4_22 = C[4, 2, 2]
-    Q00 = 0.0
     F00 = 0.0
+    Q00 = 0.0
     F01 = 0.0
+    Q01 = 0.0
     F02 = 0.0
+    Q02 = 0.0
     F10 = 0.0
+    Q10 = 0.0
     F11 = 0.0
+    Q11 = 0.0
     F12 = 0.0
+    Q12 = 0.0
     F20 = 0.0
+    Q20 = 0.0
     F21 = 0.0
+    Q21 = 0.0
     F22 = 0.0
+    Q22 = 0.0
     for k in range(n):
         yk = n - 1 - k if backward else k
         if k == 0:
@@ -261,55 +307,94 @@ def _filter_p3(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Po
             Pp21 = P0[2, 1]
             Pp22 = P0[2, 2]
         else:
-            h = t[n - k] - t[n - k - 1] if backward else t[k] - t[k - 1]
-            h1 = h
-            h2 = h1 * h1
-            F00 = nk0_00 + h1 * nk1_00 + h2 * nk2_00
-            F01 = nk0_01 + h1 * nk1_01 + h2 * nk2_01
-            F02 = nk0_02 + h1 * nk1_02 + h2 * nk2_02
-            F10 = nk0_10 + h1 * nk1_10 + h2 * nk2_10
-            F11 = nk0_11 + h1 * nk1_11 + h2 * nk2_11
-            F12 = nk0_12 + h1 * nk1_12 + h2 * nk2_12
-            F20 = nk0_20 + h1 * nk1_20 + h2 * nk2_20
-            F21 = nk0_21 + h1 * nk1_21 + h2 * nk2_21
-            F22 = nk0_22 + h1 * nk1_22 + h2 * nk2_22
-            if rate > 0.0:
-                e = math.exp(-rate * h1)
-                F00 *= e
-                F01 *= e
-                F02 *= e
-                F10 *= e
-                F11 *= e
-                F12 *= e
-                F20 *= e
-                F21 *= e
-                F22 *= e
-                _inc_gamma(4, 2.0 * rate * h1, inc)
-                I0 = icoef[0] * inc[0]
-                I1 = icoef[1] * inc[1]
-                I2 = icoef[2] * inc[2]
-                I3 = icoef[3] * inc[3]
-                I4 = icoef[4] * inc[4]
+            if backward:
+                ks = n - k
+                F00 = FS[ks, 0, 0]
+                Q00 = QS[ks, 0, 0]
+                F01 = FS[ks, 0, 1]
+                Q01 = QS[ks, 0, 1]
+                F02 = FS[ks, 0, 2]
+                Q02 = QS[ks, 0, 2]
+                F10 = FS[ks, 1, 0]
+                Q10 = QS[ks, 1, 0]
+                F11 = FS[ks, 1, 1]
+                Q11 = QS[ks, 1, 1]
+                F12 = FS[ks, 1, 2]
+                Q12 = QS[ks, 1, 2]
+                F20 = FS[ks, 2, 0]
+                Q20 = QS[ks, 2, 0]
+                F21 = FS[ks, 2, 1]
+                Q21 = QS[ks, 2, 1]
+                F22 = FS[ks, 2, 2]
+                Q22 = QS[ks, 2, 2]
             else:
-                hj = h1
-                I0 = hj * _RINV[0]
-                hj = hj * h1
-                I1 = hj * _RINV[1]
-                hj = hj * h1
-                I2 = hj * _RINV[2]
-                hj = hj * h1
-                I3 = hj * _RINV[3]
-                hj = hj * h1
-                I4 = hj * _RINV[4]
-            Q00 = I0 * c0_00 + I1 * c1_00 + I2 * c2_00 + I3 * c3_00 + I4 * c4_00
-            Q01 = I0 * c0_01 + I1 * c1_01 + I2 * c2_01 + I3 * c3_01 + I4 * c4_01
-            Q02 = I0 * c0_02 + I1 * c1_02 + I2 * c2_02 + I3 * c3_02 + I4 * c4_02
-            Q10 = I0 * c0_10 + I1 * c1_10 + I2 * c2_10 + I3 * c3_10 + I4 * c4_10
-            Q11 = I0 * c0_11 + I1 * c1_11 + I2 * c2_11 + I3 * c3_11 + I4 * c4_11
-            Q12 = I0 * c0_12 + I1 * c1_12 + I2 * c2_12 + I3 * c3_12 + I4 * c4_12
-            Q20 = I0 * c0_20 + I1 * c1_20 + I2 * c2_20 + I3 * c3_20 + I4 * c4_20
-            Q21 = I0 * c0_21 + I1 * c1_21 + I2 * c2_21 + I3 * c3_21 + I4 * c4_21
-            Q22 = I0 * c0_22 + I1 * c1_22 + I2 * c2_22 + I3 * c3_22 + I4 * c4_22
+                h = t[k] - t[k - 1]
+                h1 = h
+                h2 = h1 * h1
+                F00 = nk0_00 + h1 * nk1_00 + h2 * nk2_00
+                F01 = nk0_01 + h1 * nk1_01 + h2 * nk2_01
+                F02 = nk0_02 + h1 * nk1_02 + h2 * nk2_02
+                F10 = nk0_10 + h1 * nk1_10 + h2 * nk2_10
+                F11 = nk0_11 + h1 * nk1_11 + h2 * nk2_11
+                F12 = nk0_12 + h1 * nk1_12 + h2 * nk2_12
+                F20 = nk0_20 + h1 * nk1_20 + h2 * nk2_20
+                F21 = nk0_21 + h1 * nk1_21 + h2 * nk2_21
+                F22 = nk0_22 + h1 * nk1_22 + h2 * nk2_22
+                if rate > 0.0:
+                    e = math.exp(-rate * h1)
+                    F00 *= e
+                    F01 *= e
+                    F02 *= e
+                    F10 *= e
+                    F11 *= e
+                    F12 *= e
+                    F20 *= e
+                    F21 *= e
+                    F22 *= e
+                    _inc_gamma(4, 2.0 * rate * h1, e * e, inc)
+                    I0 = icoef[0] * inc[0]
+                    I1 = icoef[1] * inc[1]
+                    I2 = icoef[2] * inc[2]
+                    I3 = icoef[3] * inc[3]
+                    I4 = icoef[4] * inc[4]
+                else:
+                    hj = h1
+                    I0 = hj * _RINV[0]
+                    hj = hj * h1
+                    I1 = hj * _RINV[1]
+                    hj = hj * h1
+                    I2 = hj * _RINV[2]
+                    hj = hj * h1
+                    I3 = hj * _RINV[3]
+                    hj = hj * h1
+                    I4 = hj * _RINV[4]
+                Q00 = I0 * c0_00 + I1 * c1_00 + I2 * c2_00 + I3 * c3_00 + I4 * c4_00
+                Q01 = I0 * c0_01 + I1 * c1_01 + I2 * c2_01 + I3 * c3_01 + I4 * c4_01
+                Q02 = I0 * c0_02 + I1 * c1_02 + I2 * c2_02 + I3 * c3_02 + I4 * c4_02
+                Q10 = I0 * c0_10 + I1 * c1_10 + I2 * c2_10 + I3 * c3_10 + I4 * c4_10
+                Q11 = I0 * c0_11 + I1 * c1_11 + I2 * c2_11 + I3 * c3_11 + I4 * c4_11
+                Q12 = I0 * c0_12 + I1 * c1_12 + I2 * c2_12 + I3 * c3_12 + I4 * c4_12
+                Q20 = I0 * c0_20 + I1 * c1_20 + I2 * c2_20 + I3 * c3_20 + I4 * c4_20
+                Q21 = I0 * c0_21 + I1 * c1_21 + I2 * c2_21 + I3 * c3_21 + I4 * c4_21
+                Q22 = I0 * c0_22 + I1 * c1_22 + I2 * c2_22 + I3 * c3_22 + I4 * c4_22
+                FS[k, 0, 0] = F00
+                QS[k, 0, 0] = Q00
+                FS[k, 0, 1] = F01
+                QS[k, 0, 1] = Q01
+                FS[k, 0, 2] = F02
+                QS[k, 0, 2] = Q02
+                FS[k, 1, 0] = F10
+                QS[k, 1, 0] = Q10
+                FS[k, 1, 1] = F11
+                QS[k, 1, 1] = Q11
+                FS[k, 1, 2] = F12
+                QS[k, 1, 2] = Q12
+                FS[k, 2, 0] = F20
+                QS[k, 2, 0] = Q20
+                FS[k, 2, 1] = F21
+                QS[k, 2, 1] = Q21
+                FS[k, 2, 2] = F22
+                QS[k, 2, 2] = Q22
             T00 = F00 * Pout[k - 1, 0, 0] + F01 * Pout[k - 1, 1, 0] + F02 * Pout[k - 1, 2, 0]
             T01 = F00 * Pout[k - 1, 0, 1] + F01 * Pout[k - 1, 1, 1] + F02 * Pout[k - 1, 2, 1]
             T02 = F00 * Pout[k - 1, 0, 2] + F01 * Pout[k - 1, 1, 2] + F02 * Pout[k - 1, 2, 2]
@@ -389,7 +474,7 @@ def _query_p1(b, Nk, C, rate, icoef, Pinf, Pinv, t, mf, Pf, mb, Pb, tau, iL, iR,
         if rate > 0.0:
             Le = math.exp(-rate * Lh1)
             LF00 *= Le
-            _inc_gamma(0, 2.0 * rate * Lh1, inc)
+            _inc_gamma(0, 2.0 * rate * Lh1, Le * Le, inc)
             LI0 = icoef[0] * inc[0]
         else:
             Lhj = Lh1
@@ -400,7 +485,7 @@ def _query_p1(b, Nk, C, rate, icoef, Pinf, Pinv, t, mf, Pf, mb, Pb, tau, iL, iR,
         if rate > 0.0:
             Re = math.exp(-rate * Rh1)
             RF00 *= Re
-            _inc_gamma(0, 2.0 * rate * Rh1, inc)
+            _inc_gamma(0, 2.0 * rate * Rh1, Re * Re, inc)
             RI0 = icoef[0] * inc[0]
         else:
             Rhj = Rh1
@@ -494,7 +579,7 @@ def _query_p2(b, Nk, C, rate, icoef, Pinf, Pinv, t, mf, Pf, mb, Pb, tau, iL, iR,
             LF01 *= Le
             LF10 *= Le
             LF11 *= Le
-            _inc_gamma(2, 2.0 * rate * Lh1, inc)
+            _inc_gamma(2, 2.0 * rate * Lh1, Le * Le, inc)
             LI0 = icoef[0] * inc[0]
             LI1 = icoef[1] * inc[1]
             LI2 = icoef[2] * inc[2]
@@ -520,7 +605,7 @@ def _query_p2(b, Nk, C, rate, icoef, Pinf, Pinv, t, mf, Pf, mb, Pb, tau, iL, iR,
             RF01 *= Re
             RF10 *= Re
             RF11 *= Re
-            _inc_gamma(2, 2.0 * rate * Rh1, inc)
+            _inc_gamma(2, 2.0 * rate * Rh1, Re * Re, inc)
             RI0 = icoef[0] * inc[0]
             RI1 = icoef[1] * inc[1]
             RI2 = icoef[2] * inc[2]
@@ -733,7 +818,7 @@ def _query_p3(b, Nk, C, rate, icoef, Pinf, Pinv, t, mf, Pf, mb, Pb, tau, iL, iR,
             LF20 *= Le
             LF21 *= Le
             LF22 *= Le
-            _inc_gamma(4, 2.0 * rate * Lh1, inc)
+            _inc_gamma(4, 2.0 * rate * Lh1, Le * Le, inc)
             LI0 = icoef[0] * inc[0]
             LI1 = icoef[1] * inc[1]
             LI2 = icoef[2] * inc[2]
@@ -781,7 +866,7 @@ def _query_p3(b, Nk, C, rate, icoef, Pinf, Pinv, t, mf, Pf, mb, Pb, tau, iL, iR,
             RF20 *= Re
             RF21 *= Re
             RF22 *= Re
-            _inc_gamma(4, 2.0 * rate * Rh1, inc)
+            _inc_gamma(4, 2.0 * rate * Rh1, Re * Re, inc)
             RI0 = icoef[0] * inc[0]
             RI1 = icoef[1] * inc[1]
             RI2 = icoef[2] * inc[2]

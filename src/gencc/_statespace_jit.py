@@ -38,16 +38,16 @@ _RINV = 1.0 / np.arange(1, 64, dtype=np.float64)  # _RINV[i - 1] = 1 / i
 
 
 @njit(cache=True, inline="always")
-def _inc_gamma(jmax, x, out):
+def _inc_gamma(jmax, x, ex, out):
     """out[a - 1] = P(a, x) for a = 1 .. jmax + 1 (as statespace._gammainc_int).
 
     For x <= 2 the tail ``sum_{i >= a0} x^i / i!`` is summed forward until its
     terms fall below 1e-17 of the sum (at most ``_SERIES`` terms, as the
     reference's Horner sum), with multiplications by reciprocals only.
+    ``ex`` is ``exp(-x)``, which the caller has at hand.
     """
     a0 = jmax + 1
     if x > 2.0:
-        ex = math.exp(-x)
         term = 1.0
         head = 0.0
         for a in range(1, a0 + 1):  # head = sum_{i < a} x^i / i!
@@ -68,7 +68,6 @@ def _inc_gamma(jmax, x, out):
         if term < 1e-17 * T:
             break
     acc = out[a0 - 1] * T
-    ex = math.exp(-x)
     out[a0 - 1] = acc * ex
     for a in range(a0 - 1, 0, -1):  # adding positive terms: no cancellation
         acc = acc + out[a - 1]
@@ -106,7 +105,7 @@ def _transition(Nk, C, rate, p, h, Phi, Q, inc, icoef):
         for i in range(p):
             for j in range(p):
                 Phi[i, j] *= e
-        _inc_gamma(J - 1, 2.0 * rate * h, inc)
+        _inc_gamma(J - 1, 2.0 * rate * h, e * e, inc)
         for jj in range(J):
             Ij = icoef[jj] * inc[jj]
             for i in range(p):
@@ -413,18 +412,21 @@ def filters(Nk, C, rate, p, diffuse, Pinf, sigma2, t, Y, mf, Pf, mb, Pb):
 
     The unrolled per-dimension filters of :mod:`gencc._statespace_gen`."""
     B = rate.size
+    n = t.size
     icoef = np.zeros(5)
+    FS = np.zeros((n, 3, 3))
+    QS = np.zeros((n, 3, 3))
     for b in range(B):
         _icoef(rate[b], p[b], icoef)
-        for back in range(2):
+        for back in range(2):  # forward first: the backward pass reuses its transitions
             mo = mb[b] if back else mf[b]
             Po = Pb[b] if back else Pf[b]
             if p[b] == 1:
-                _filter_p1(Nk[b], C[b], rate[b], icoef, diffuse[b], Pinf[b], sigma2[b], t, Y, back == 1, mo, Po)
+                _filter_p1(Nk[b], C[b], rate[b], icoef, diffuse[b], Pinf[b], sigma2[b], t, Y, back == 1, mo, Po, FS, QS)
             elif p[b] == 2:
-                _filter_p2(Nk[b], C[b], rate[b], icoef, diffuse[b], Pinf[b], sigma2[b], t, Y, back == 1, mo, Po)
+                _filter_p2(Nk[b], C[b], rate[b], icoef, diffuse[b], Pinf[b], sigma2[b], t, Y, back == 1, mo, Po, FS, QS)
             else:
-                _filter_p3(Nk[b], C[b], rate[b], icoef, diffuse[b], Pinf[b], sigma2[b], t, Y, back == 1, mo, Po)
+                _filter_p3(Nk[b], C[b], rate[b], icoef, diffuse[b], Pinf[b], sigma2[b], t, Y, back == 1, mo, Po, FS, QS)
 
 
 @njit(cache=True)

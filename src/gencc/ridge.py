@@ -66,19 +66,26 @@ def _check_solver(solver):
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
 
 
-def _fast_applies(kernel: Kernel, t: np.ndarray) -> bool:
-    """Whether the linear-time solver can fit ``kernel`` on nodes ``t``."""
-    if not has_state_space(kernel) or t.size < kernel.null_degree + 2:
-        return False
+def _distinct_finite(t: np.ndarray) -> bool:
+    """Whether the nodes are finite and distinct (what the linear-time solver needs of them)."""
     ts = np.sort(t)
     return bool(np.all(np.isfinite(ts)) and np.all(np.diff(ts) > 0))
 
 
-def _use_fast(kernel: Kernel, t: np.ndarray, solver: str, min_n: int | None = None) -> bool:
+def _fast_applies(kernel: Kernel, t: np.ndarray, nodes_ok: bool | None = None) -> bool:
+    """Whether the linear-time solver can fit ``kernel`` on nodes ``t`` (``nodes_ok``:
+    :func:`_distinct_finite` of t, when the caller already knows it)."""
+    if not has_state_space(kernel) or t.size < kernel.null_degree + 2:
+        return False
+    return _distinct_finite(t) if nodes_ok is None else nodes_ok
+
+
+def _use_fast(kernel: Kernel, t: np.ndarray, solver: str, min_n: int | None = None,
+              nodes_ok: bool | None = None) -> bool:
     _check_solver(solver)
     if solver == "dense":
         return False
-    ok = _fast_applies(kernel, t)
+    ok = _fast_applies(kernel, t, nodes_ok)
     if solver == "fast":
         if not ok:
             raise ValueError(
@@ -328,14 +335,16 @@ class _FastSolver:
         return np.linalg.lstsq(T, self.Ys - nlam * cs - Gc, rcond=None)[0]
 
     def _solution(self, kernel, tf1, ca, nlam):
+        """``tf1``: the one-model TwoFilter, or a callable returning it."""
         ts = self.ts
+        get = tf1 if callable(tf1) else (lambda: tf1)
 
         def predict(s):
             iL = np.searchsorted(ts, s, side="right") - 1
-            return tf1.query(s, iL, iL + 1)[0][0]
+            return get().query(s, iL, iL + 1)[0][0]
 
         def loo():
-            c, a = self._loo(tf1)
+            c, a = self._loo(get())
             return c[0], a[0]
 
         return _Solution(self.t, nlam / self.t.size, predict, loo if ca is None else ca,
@@ -376,12 +385,24 @@ class _FastSolver:
                     row["pred"] = pred[b]
                 if res is not None:
                     row["block"] = res[b]
-                row["solution"] = (lambda b=b, tf=tf, kernel=kernel, nlam=nlam, row=row:
-                                   self._materialise(tf, b, kernel, nlam, row))
+                row["solution"] = (lambda lazy=False, b=b, tf=tf, kernel=kernel, nlam=nlam, row=row:
+                                   self._materialise(tf, b, kernel, nlam, row, lazy))
                 yield row
 
-    def _materialise(self, tf, b, kernel, nlam, row):
-        return self._solution(kernel, tf.select(b), (row["c"], row["a"]) if "c" in row else None, nlam)
+    def _materialise(self, tf, b, kernel, nlam, row, lazy=False):
+        """Model b of the batch as a solution; ``lazy``: select it from the batch on first use
+        (the solution then keeps the whole batch alive)."""
+        ca = (row["c"], row["a"]) if "c" in row else None
+        if not lazy:
+            return self._solution(kernel, tf.select(b), ca, nlam)
+        box = []
+
+        def get():
+            if not box:
+                box.append(tf.select(b))
+            return box[0]
+
+        return self._solution(kernel, get, ca, nlam)
 
     def solve(self, kernel, lam) -> _Solution:
         """One kernel at one ridge ``lam`` (raised to the relative floor)."""
@@ -643,8 +664,14 @@ def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float
     last = np.where(empty, Jc, np.maximum(i1 - 1, Jc))
     rows = np.stack([Jc, first, last, i0, i1, size], axis=1)[ok]
     # (j, first, last, size) fix B (a range plus j): keep each key's first occurrence
-    _, idx = np.unique(rows[:, [0, 1, 2, 5]], axis=0, return_index=True)
-    return rows[np.sort(idx), :5].astype(np.int64)
+    if not len(rows):
+        return np.zeros((0, 5), dtype=np.int64)
+    # first occurrence of each key: a stable lexicographic sort keeps equal keys in order
+    srt = np.lexsort((rows[:, 5], rows[:, 2], rows[:, 1], rows[:, 0]))
+    keys = rows[srt][:, [0, 1, 2, 5]]
+    first = np.ones(len(srt), dtype=bool)
+    first[1:] = np.any(keys[1:] != keys[:-1], axis=1)
+    return rows[np.sort(srt[first]), :5].astype(np.int64)
 
 
 def ridge_path(t, Y, kernel: Kernel, lams, *, targets=None, blocks=None, relative: bool = False,
@@ -743,10 +770,12 @@ class RidgeSelection:
     fits: dict = field(default_factory=dict, repr=False)
 
 
-def _materialise(best_rows):
+def _materialise(best_rows, lazy=False):
+    """Turn the best rows' solution factories into solutions; ``lazy`` (the last batch of
+    filters, which then stays alive with the fits): select each model on first use."""
     for entry in best_rows.values():
         if callable(entry[2]):
-            entry[2] = entry[2]()
+            entry[2] = entry[2](lazy=True) if lazy and entry[3] == "fast" else entry[2]()
 
 
 def _score(criterion, row, n, m):
@@ -825,7 +854,8 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         lams, relative = np.maximum(np.asarray(ridge_grid, dtype=np.float64), _RIDGE_FLOOR), True
     else:
         lams, relative = np.atleast_1d(np.asarray(lam, dtype=np.float64)), False
-    fast = [k for k in kernels if _use_fast(k, t, solver, FAST_MIN_N_SELECT)]
+    nodes_ok = _distinct_finite(t) if solver != "dense" else False
+    fast = [k for k in kernels if _use_fast(k, t, solver, FAST_MIN_N_SELECT, nodes_ok)]
     best_rows = {}  # kernel -> (lam, score, solution)
 
     def consider(kernel, row, used):
@@ -848,7 +878,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
                 _materialise(best_rows)
                 batch = row["batch"]
             consider(row["kernel"], row, "fast")
-        _materialise(best_rows)
+        _materialise(best_rows, lazy=True)
     if criterion == "gap" and len(fast) < len(kernels):
         blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets)]
     for kernel in kernels:
