@@ -20,6 +20,7 @@ from scipy import linalg
 
 from .errors import IllConditionedWarning
 from .kernels import Kernel, Sobolev2
+from . import statespace as _statespace
 from .statespace import TwoFilter, gauss_markov, has_state_space
 
 __all__ = ["KernelRidge", "select_ridge", "RidgeSelection", "DEFAULT_RIDGE_GRID", "hole_blocks", "ridge_path",
@@ -37,12 +38,14 @@ _RIDGE_FLOOR = 1e-13
 DEFAULT_RIDGE_GRID = np.logspace(-12, 0, 25)
 # Fewest nodes at which solver="auto" takes the linear-time path: one kernel
 # (KernelRidge, ridge_path), and select_ridge, where one batch of filters
-# serves every candidate. Measured crossovers (benchmarks/bench_solvers.py,
-# one BLAS thread, lam = 1e-8, m = 10): one fit + predict, Sobolev2 between
-# n = 128 and 256, Matern 5/2 between 256 and 512; GCC's default decode
-# (16 candidates) between n = 14 and 56.
-FAST_MIN_N = 384
-FAST_MIN_N_SELECT = 48
+# serves every candidate. Measured crossovers with the compiled (numba)
+# recursions (CPU time, one BLAS thread, lam = 1e-8, m = 10): one fit +
+# predict at n/4 points, Sobolev2 and Matern 5/2 between n = 40 and 48 (fast
+# 1.2x faster at 64, 2x at 96); GCC's default decode (16 candidates) is
+# faster on the fast path from the smallest n measured, 7 (3x; 14x at 42).
+# With the NumPy recursions alone (numba missing or GENCC_NO_NUMBA set) they
+# were 384 and 48, the values used then.
+FAST_MIN_N, FAST_MIN_N_SELECT = (48, 8) if _statespace.USE_COMPILED else (384, 48)
 # Memory budget (bytes) of one batch of state-space filters.
 _FAST_BATCH_BYTES = 256e6
 
