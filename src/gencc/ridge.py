@@ -295,8 +295,9 @@ class _FastSolver:
         self.order = np.argsort(t, kind="stable")
         self.rank = np.empty_like(self.order)
         self.rank[self.order] = np.arange(t.size)
-        self.ts = t[self.order]
-        self.Ys = np.ascontiguousarray(Y2[self.order])
+        self.sorted = bool(np.all(self.order[1:] > self.order[:-1]))  # given in sorted order: no permutations
+        self.ts = t if self.sorted else t[self.order]
+        self.Ys = np.ascontiguousarray(Y2 if self.sorted else Y2[self.order])
         self._scales = {}
 
     def scale(self, kernel) -> float:
@@ -327,6 +328,8 @@ class _FastSolver:
         loo = self.Ys[None] - mu
         a = 1.0 / (v + tf.sigma2[:, None])
         c = a[..., None] * loo
+        if self.sorted:
+            return c, a
         return c[:, self.rank], a[:, self.rank]  # back to the caller's order
 
     def _null_coef(self, kernel, c, nlam):
