@@ -198,6 +198,10 @@ def measure_scheme(name, K, N, X, f_out, rng, budget, progress):
         budget.record((name, "decode_cold"), N, tc)
         budget.record((name, "decode_build"), N, tb)
         times["decode_cold"], times["decode_build"] = tc, tb
+    elif budget.allows((name, "decode_cold"), N) and not np.all(np.isfinite(Ystack)):
+        times["decode_cold"] = times["decode_build"] = None  # the encoder overflowed (LCC at large K)
+        times["note"] = "worker outputs not finite (encoder overflow): no decode"
+        budget.dead.update({(name, op) for op in OPS if op.startswith("decode")})
     elif budget.allows((name, "decode_cold"), N):
         # building the cached decoder is over budget, a first decode is not: time first decodes
         # only (each of a fresh set, so nothing is built), and skip what needs the cache
@@ -339,6 +343,8 @@ def main(argv=None):
                                       else t["decode_cached"] / b["dnn_s"])
             skipped = [op for op in OPS if t[op] is None]
             row["skipped"] = f"skipped (budget): {' '.join(skipped)}" if skipped else ""
+            if t.get("note"):
+                row["skipped"] = f"{t['note']}; {row['skipped']}"
             block.append(row)
         rows += block
         cols = ["scheme", "encode_s", "encode_x", "decode_cold_s", "decode_cold_x", "decode_build_x",
