@@ -308,6 +308,17 @@ def main(argv=None):
     def f_out(coded):  # a cheap stand-in for f: the decode's cost does not depend on the values
         return np.tanh(coded.reshape(coded.shape[0], -1) @ W)
 
+    # one-off process costs first (numba loading or compiling the state-space recursions, imports):
+    # a first decode is not what a long-running decoder pays per request
+    t_warm = time.perf_counter()
+    for name in args.schemes:
+        s = SCHEMES[name](16, 64)
+        Yw = f_out(s.encode(rng.normal(size=(16, D_IN))))
+        r = np.arange(0, 64, 2)
+        s.decode(Yw[r], r)
+    warmup_s = time.perf_counter() - t_warm
+    print(f"warm-up (imports, compiled recursions loaded or compiled): {warmup_s:.2f} s", file=sys.stderr)
+
     budget = Budget(args.budget)
     sizes = []
     N = args.min_n
@@ -367,7 +378,7 @@ def main(argv=None):
           else f"(no slopes: fewer than two sizes N >= {args.slope_from})")
 
     os.makedirs(args.out, exist_ok=True)
-    write_json({"settings": vars(args), "reference": base, "rows": rows, "slopes": slopes},
+    write_json({"settings": vars(args), "warmup_s": warmup_s, "reference": base, "rows": rows, "slopes": slopes},
                os.path.join(args.out, "bench_codec.json"))
     write_csv(rows, os.path.join(args.out, "bench_codec.csv"))
     plot(rows, base, os.path.join(args.out, "bench_codec.png"), args.slope_from)
