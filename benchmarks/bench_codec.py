@@ -314,7 +314,7 @@ def main(argv=None):
     for name in args.schemes:
         s = SCHEMES[name](16, 64)
         Yw = f_out(s.encode(rng.normal(size=(16, D_IN))))
-        r = np.arange(0, 64, 2)
+        r = np.arange(60)  # four stragglers
         s.decode(Yw[r], r)
     warmup_s = time.perf_counter() - t_warm
     print(f"warm-up (imports, compiled recursions loaded or compiled): {warmup_s:.2f} s", file=sys.stderr)
