@@ -307,7 +307,15 @@ class _FastSolver:
         return self._scales[kernel]
 
     def nlam(self, kernel, lam, relative) -> float:
-        n, sc = self.t.size, self.scale(kernel)
+        n = self.t.size
+        if not relative and kernel not in self._scales and type(kernel) is Sobolev2:
+            # the scale (an O(n) pass, but the largest cost of a small fixed-ridge fit) only
+            # matters when the floor binds; it is at most ||Z^T G Z||_2 <= n max|G_ij| =
+            # n span^3 / (12 scale^3), so above that bound's floor n*lam is the answer
+            span = float(self.ts[-1] - self.ts[0])
+            if n * float(lam) >= _RIDGE_FLOOR * n * span**3 / (12.0 * kernel.scale**3):
+                return n * float(lam)
+        sc = self.scale(kernel)
         return max(float(lam) * sc if relative else n * float(lam), _RIDGE_FLOOR * sc)
 
     def sorted_blocks(self, blocks):
