@@ -239,15 +239,22 @@ def query_src(p):
     return "\n".join(L) + "\n"
 
 
-def main():
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "gencc", "_statespace_gen.py")
+
+
+def source() -> str:
+    """The text of src/gencc/_statespace_gen.py."""
     parts = [HEADER]
     for p in (1, 2, 3):
         parts.append("\n\n" + filter_src(p))
     for p in (1, 2, 3):
         parts.append("\n\n" + query_src(p))
-    path = os.path.join(os.path.dirname(__file__), "..", "src", "gencc", "_statespace_gen.py")
-    with open(path, "w") as fh:
-        fh.write("".join(parts))
+    return "".join(parts)
+
+
+def main():
+    with open(PATH, "w") as fh:
+        fh.write(source())
 
 
 if __name__ == "__main__":

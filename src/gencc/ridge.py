@@ -7,7 +7,9 @@ Two solvers sit behind one interface: a dense one (Cholesky or one
 eigendecomposition per kernel, O(n^3); every kernel, and the reference) and a
 linear-time one for the kernels with exact state-space forms (Sobolev2 and
 Matern 1/2, 3/2, 5/2; :mod:`gencc.statespace`). ``solver="auto"`` uses the
-linear-time one for those kernels from ``FAST_MIN_N`` nodes on.
+linear-time one for those kernels from ``FAST_MIN_N`` nodes on. Its per-node
+recursions run compiled (numba) where numba imports, in NumPy otherwise
+(:data:`gencc.statespace.USE_COMPILED`); the crossovers depend on which.
 """
 
 from __future__ import annotations
