@@ -42,12 +42,13 @@ DEFAULT_RIDGE_GRID = np.logspace(-12, 0, 25)
 # (KernelRidge, ridge_path), and select_ridge, where one batch of filters
 # serves every candidate. Measured crossovers with the compiled (numba)
 # recursions (CPU time, one BLAS thread, lam = 1e-8, m = 10): one fit +
-# predict at n/4 points, Sobolev2 and Matern 5/2 between n = 40 and 48 (fast
-# 1.2x faster at 64, 2x at 96); GCC's default decode (16 candidates) is
-# faster on the fast path from the smallest n measured, 7 (3x; 14x at 42).
+# predict at n/4 points, Matern 5/2 between n = 20 and 24, Sobolev2 faster on
+# the fast path from the smallest n measured, 12 (2x; 2.4x at 48); GCC's
+# default decode (16 candidates) faster on the fast path from n = 7 (3x; 14x
+# at 42).
 # With the NumPy recursions alone (numba missing or GENCC_NO_NUMBA set) they
 # were 384 and 48, the values used then.
-FAST_MIN_N, FAST_MIN_N_SELECT = (48, 8) if _statespace.USE_COMPILED else (384, 48)
+FAST_MIN_N, FAST_MIN_N_SELECT = (24, 8) if _statespace.USE_COMPILED else (384, 48)
 # Memory budget (bytes) of one batch of state-space filters.
 _FAST_BATCH_BYTES = 256e6
 
