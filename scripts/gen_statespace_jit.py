@@ -2,13 +2,12 @@
 
     python scripts/gen_statespace_jit.py
 
-The per-node recursions of :mod:`gencc._statespace_jit` written with loops over
-the state dimension p run several times slower than straight-line code on
-scalars (array scratch, loop control, aliasing reloads). This script writes,
-for p = 1, 2, 3, a filter and a query whose 3 x 3 algebra is unrolled into
-scalar expressions; the formulas and their order are those of the loop
-versions in ``_statespace_jit`` (the NumPy reference is in
-:mod:`gencc.statespace`).
+The per-node recursions written with loops over the state dimension p ran
+3-5x slower in numba than straight-line code on scalars (array scratch, loop
+control, aliasing reloads). This script writes, for p = 1, 2, 3, a filter and
+a query whose 3 x 3 algebra is unrolled into scalar expressions; the formulas
+and their order are those of the NumPy reference (:mod:`gencc.statespace`)
+and of the loop query in :mod:`gencc._statespace_jit`.
 """
 
 from __future__ import annotations
@@ -94,7 +93,7 @@ def propagate_lines(p, F, P, Q, out, ind):
 
 def filter_src(p):
     L = [f"@njit(cache=True)", f"def _filter_p{p}(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout, FS, QS):"]
-    L.append(f'    """Kalman filter of one model with state dimension {p} (see _statespace_jit._filter_one).')
+    L.append(f'    """Kalman filter of one model with state dimension {p} (statespace._filter, one model).')
     L.append('')
     L.append('    The forward pass stores its transitions in FS, QS (n, 3, 3); the backward pass')
     L.append('    (same steps, mirrored) reads them."""')

@@ -16,7 +16,7 @@ _RINV = 1.0 / np.arange(1, 64, dtype=np.float64)
 
 @njit(cache=True)
 def _filter_p1(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout, FS, QS):
-    """Kalman filter of one model with state dimension 1 (see _statespace_jit._filter_one).
+    """Kalman filter of one model with state dimension 1 (statespace._filter, one model).
 
     The forward pass stores its transitions in FS, QS (n, 3, 3); the backward pass
     (same steps, mirrored) reads them."""
@@ -68,7 +68,7 @@ def _filter_p1(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Po
 
 @njit(cache=True)
 def _filter_p2(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout, FS, QS):
-    """Kalman filter of one model with state dimension 2 (see _statespace_jit._filter_one).
+    """Kalman filter of one model with state dimension 2 (statespace._filter, one model).
 
     The forward pass stores its transitions in FS, QS (n, 3, 3); the backward pass
     (same steps, mirrored) reads them."""
@@ -198,7 +198,7 @@ def _filter_p2(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Po
 
 @njit(cache=True)
 def _filter_p3(Nk, C, rate, icoef, diffuse, P0, sigma2, t, Y, backward, mout, Pout, FS, QS):
-    """Kalman filter of one model with state dimension 3 (see _statespace_jit._filter_one).
+    """Kalman filter of one model with state dimension 3 (statespace._filter, one model).
 
     The forward pass stores its transitions in FS, QS (n, 3, 3); the backward pass
     (same steps, mirrored) reads them."""
