@@ -1,7 +1,7 @@
 """Encode and decode cost of every scheme against N, as ratios to same-shape matrix products.
 
-    python benchmarks/bench_codec.py                       # N = 16 .. 2048 (today's dense solvers)
-    python benchmarks/bench_codec.py --max-n 65536         # after the linear-time solvers
+    python benchmarks/bench_codec.py                       # N = 16 .. 2048
+    python benchmarks/bench_codec.py --max-n 65536 --budget 10   # the README table (about 5 minutes)
     python benchmarks/bench_codec.py --max-n 256 --out /tmp/codec --schemes gcc-fixed bacc
 
 Setting: K = N/4 inputs of d = 784 features, m = 10 outputs per worker, N/8

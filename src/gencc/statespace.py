@@ -58,8 +58,7 @@ matrix than a loop step. The compiled path (:mod:`gencc._statespace_jit`,
 3 x 3 algebra unrolled per state dimension p (:mod:`gencc._statespace_gen`,
 written by ``scripts/gen_statespace_jit.py``: loops over p ran 3-5x slower),
 the transitions evaluated on the fly and shared by the two passes: about
-0.1 us per node and model, and the same default decode in about 4.5 ms of
-CPU time. It equals the NumPy path to 1e-12 relative (tests). Its first
+0.1 us per node and model, and the same default decode in 3.2-4.7 ms. It equals the NumPy path to 1e-12 relative (tests). Its first
 call compiles for about 20 s of CPU; ``cache=True`` keeps the machine code
 in ``__pycache__``, so a later process loads it in well under a second.
 
