@@ -113,7 +113,12 @@ def main():
         print("warning: set OPENBLAS_NUM_THREADS=1 for one BLAS thread")
     max_n = 4096 if args.quick else args.max_n
     rng = np.random.default_rng(0)
-    print(f"FAST_MIN_N = {ridge.FAST_MIN_N}, FAST_MIN_N_SELECT = {ridge.FAST_MIN_N_SELECT}")
+    print(f"FAST_MIN_N = {ridge.FAST_MIN_N}, FAST_MIN_N_SELECT = {ridge.FAST_MIN_N_SELECT}, "
+          f"compiled recursions: {gencc.statespace.USE_COMPILED}")
+    t_warm = time.perf_counter()  # a one-off: numba loads (or compiles) the recursions on first use
+    warm = gencc.GCC(16, 64)
+    warm.decode(np.sin(warm.beta[:60, None]), np.arange(60))
+    print(f"warm-up (compiled recursions loaded or compiled): {time.perf_counter() - t_warm:.2f} s")
     t0 = time.perf_counter()
     ns = [n for n in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 16384, 65536) if n <= max_n]
     fixed_kernel(ns, 2048, 10, rng)

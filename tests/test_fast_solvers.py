@@ -285,3 +285,69 @@ def test_smoother_matrix_in_column_chunks(monkeypatch):
     monkeypatch.setattr(ridge, "_FAST_BATCH_BYTES", 100.0 * t.size * 8)  # 8 columns a chunk
     np.testing.assert_allclose(KernelRidge(Matern(0.5, 1.5), 1e-6, solver="fast").smoother_matrix(t, s), ref,
                                rtol=0, atol=1e-14)
+
+
+@pytest.mark.skipif(not gencc.statespace.compiled_available(), reason="numba is not installed")
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compiled_filters_match_numpy_reference(monkeypatch, seed):
+    """The numba recursions against the NumPy reference: every kernel, m > 1, several ridges,
+    predictions off and on the nodes, leave-one-out means and variances (hence the hat
+    diagonal), leave-block-out predictions, the flat prior's edges and a selected model."""
+    from gencc import statespace as ss
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(8, 70)), int(rng.integers(2, 6))
+    t = np.sort(rng.uniform(-1, 1, n))
+    Y = rng.normal(size=(n, m))
+    kernels = FAST_KERNELS + [Matern(1.0, 0.5), Matern(0.1, 1.5)]
+    models = [ss.gauss_markov(k) for k in kernels for _ in range(2)]
+    sigma2 = n * 10.0 ** rng.uniform(-10, -1, len(models))
+    i = np.arange(n)
+    tau = np.r_[rng.uniform(-1.2, 1.2, 25), t[[0, 1, n // 2, n - 2, n - 1]]]
+    iL = np.searchsorted(t, tau, side="right") - 1
+    lo = rng.integers(0, n, 30)
+    hi = np.minimum(lo + rng.integers(0, 4, 30), n - 1)
+    j = np.minimum(lo + rng.integers(0, 4, 30), hi)
+    queries = [(t, i - 1, i + 1), (tau, iL, iL + 1), (t[j], lo - 1, hi + 1)]
+
+    def run(compiled):
+        monkeypatch.setattr(ss, "USE_COMPILED", compiled)
+        tf = ss.TwoFilter(models, sigma2, t, Y)
+        out = [tf.query(*q) for q in queries]
+        return out + [tf.select(3).query(*queries[1])]
+
+    for (mc, vc), (mr, vr) in zip(run(True), run(False)):
+        assert np.array_equal(np.isnan(mc), np.isnan(mr)) and np.array_equal(np.isnan(vc), np.isnan(vr))
+        for b in range(mc.shape[0]):
+            ok = ~np.isnan(vr[b])
+            _close(mc[b][ok], mr[b][ok], rtol=1e-12)
+            _close(vc[b][ok], vr[b][ok], rtol=1e-12)
+
+
+@pytest.mark.skipif(not gencc.statespace.compiled_available(), reason="numba is not installed")
+def test_compiled_selection_matches_numpy_reference(monkeypatch):
+    from gencc import statespace as ss
+
+    s = gencc.GCC(60, 240)
+    rng = np.random.default_rng(5)
+    returned = np.sort(rng.choice(240, 200, replace=False))
+    Y = np.column_stack([np.sin(3 * s.beta[returned]), np.cos(5 * s.beta[returned])])
+    out = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(ss, "USE_COMPILED", compiled)
+        out[compiled] = s.decode_with_info(Y, returned)
+    assert out[True].info["mixture"] == out[False].info["mixture"]
+    _close(out[True].estimate, out[False].estimate, rtol=1e-12)
+    assert out[True].info["loo_mse"] == pytest.approx(out[False].info["loo_mse"], rel=1e-11)
+
+
+def test_generated_recursions_are_up_to_date():
+    """src/gencc/_statespace_gen.py is what scripts/gen_statespace_jit.py writes."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("gen_statespace_jit", root / "scripts" / "gen_statespace_jit.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert (root / "src" / "gencc" / "_statespace_gen.py").read_text() == gen.source()

@@ -7,7 +7,9 @@ Two solvers sit behind one interface: a dense one (Cholesky or one
 eigendecomposition per kernel, O(n^3); every kernel, and the reference) and a
 linear-time one for the kernels with exact state-space forms (Sobolev2 and
 Matern 1/2, 3/2, 5/2; :mod:`gencc.statespace`). ``solver="auto"`` uses the
-linear-time one for those kernels from ``FAST_MIN_N`` nodes on.
+linear-time one for those kernels from ``FAST_MIN_N`` nodes on. Its per-node
+recursions run compiled (numba) where numba imports, in NumPy otherwise
+(:data:`gencc.statespace.USE_COMPILED`); the crossovers depend on which.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from scipy import linalg
 
 from .errors import IllConditionedWarning
 from .kernels import Kernel, Sobolev2
+from . import statespace as _statespace
 from .statespace import TwoFilter, gauss_markov, has_state_space
 
 __all__ = ["KernelRidge", "select_ridge", "RidgeSelection", "DEFAULT_RIDGE_GRID", "hole_blocks", "ridge_path",
@@ -37,12 +40,15 @@ _RIDGE_FLOOR = 1e-13
 DEFAULT_RIDGE_GRID = np.logspace(-12, 0, 25)
 # Fewest nodes at which solver="auto" takes the linear-time path: one kernel
 # (KernelRidge, ridge_path), and select_ridge, where one batch of filters
-# serves every candidate. Measured crossovers (benchmarks/bench_solvers.py,
-# one BLAS thread, lam = 1e-8, m = 10): one fit + predict, Sobolev2 between
-# n = 128 and 256, Matern 5/2 between 256 and 512; GCC's default decode
-# (16 candidates) between n = 14 and 56.
-FAST_MIN_N = 384
-FAST_MIN_N_SELECT = 48
+# serves every candidate. Measured crossovers with the compiled (numba)
+# recursions (CPU time, one BLAS thread, lam = 1e-8, m = 10): one fit +
+# predict at n/4 points, Matern 5/2 between n = 20 and 24, Sobolev2 faster on
+# the fast path from the smallest n measured, 12 (2x; 2.4x at 48); GCC's
+# default decode (16 candidates) faster on the fast path from n = 7 (3x; 14x
+# at 42).
+# With the NumPy recursions alone (numba missing or GENCC_NO_NUMBA set) they
+# were 384 and 48, the values used then.
+FAST_MIN_N, FAST_MIN_N_SELECT = (24, 8) if _statespace.USE_COMPILED else (384, 48)
 # Memory budget (bytes) of one batch of state-space filters.
 _FAST_BATCH_BYTES = 256e6
 
@@ -66,19 +72,26 @@ def _check_solver(solver):
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
 
 
-def _fast_applies(kernel: Kernel, t: np.ndarray) -> bool:
-    """Whether the linear-time solver can fit ``kernel`` on nodes ``t``."""
-    if not has_state_space(kernel) or t.size < kernel.null_degree + 2:
-        return False
+def _distinct_finite(t: np.ndarray) -> bool:
+    """Whether the nodes are finite and distinct (what the linear-time solver needs of them)."""
     ts = np.sort(t)
     return bool(np.all(np.isfinite(ts)) and np.all(np.diff(ts) > 0))
 
 
-def _use_fast(kernel: Kernel, t: np.ndarray, solver: str, min_n: int | None = None) -> bool:
+def _fast_applies(kernel: Kernel, t: np.ndarray, nodes_ok: bool | None = None) -> bool:
+    """Whether the linear-time solver can fit ``kernel`` on nodes ``t`` (``nodes_ok``:
+    :func:`_distinct_finite` of t, when the caller already knows it)."""
+    if not has_state_space(kernel) or t.size < kernel.null_degree + 2:
+        return False
+    return _distinct_finite(t) if nodes_ok is None else nodes_ok
+
+
+def _use_fast(kernel: Kernel, t: np.ndarray, solver: str, min_n: int | None = None,
+              nodes_ok: bool | None = None) -> bool:
     _check_solver(solver)
     if solver == "dense":
         return False
-    ok = _fast_applies(kernel, t)
+    ok = _fast_applies(kernel, t, nodes_ok)
     if solver == "fast":
         if not ok:
             raise ValueError(
@@ -285,8 +298,9 @@ class _FastSolver:
         self.order = np.argsort(t, kind="stable")
         self.rank = np.empty_like(self.order)
         self.rank[self.order] = np.arange(t.size)
-        self.ts = t[self.order]
-        self.Ys = np.ascontiguousarray(Y2[self.order])
+        self.sorted = bool(np.all(self.order[1:] > self.order[:-1]))  # given in sorted order: no permutations
+        self.ts = t if self.sorted else t[self.order]
+        self.Ys = np.ascontiguousarray(Y2 if self.sorted else Y2[self.order])
         self._scales = {}
 
     def scale(self, kernel) -> float:
@@ -296,7 +310,15 @@ class _FastSolver:
         return self._scales[kernel]
 
     def nlam(self, kernel, lam, relative) -> float:
-        n, sc = self.t.size, self.scale(kernel)
+        n = self.t.size
+        if not relative and kernel not in self._scales and type(kernel) is Sobolev2:
+            # the scale (an O(n) pass, but the largest cost of a small fixed-ridge fit) only
+            # matters when the floor binds; it is at most ||Z^T G Z||_2 <= n max|G_ij| =
+            # n span^3 / (12 scale^3), so above that bound's floor n*lam is the answer
+            span = float(self.ts[-1] - self.ts[0])
+            if n * float(lam) >= _RIDGE_FLOOR * n * span**3 / (12.0 * kernel.scale**3):
+                return n * float(lam)
+        sc = self.scale(kernel)
         return max(float(lam) * sc if relative else n * float(lam), _RIDGE_FLOOR * sc)
 
     def sorted_blocks(self, blocks):
@@ -317,6 +339,8 @@ class _FastSolver:
         loo = self.Ys[None] - mu
         a = 1.0 / (v + tf.sigma2[:, None])
         c = a[..., None] * loo
+        if self.sorted:
+            return c, a
         return c[:, self.rank], a[:, self.rank]  # back to the caller's order
 
     def _null_coef(self, kernel, c, nlam):
@@ -328,14 +352,16 @@ class _FastSolver:
         return np.linalg.lstsq(T, self.Ys - nlam * cs - Gc, rcond=None)[0]
 
     def _solution(self, kernel, tf1, ca, nlam):
+        """``tf1``: the one-model TwoFilter, or a callable returning it."""
         ts = self.ts
+        get = tf1 if callable(tf1) else (lambda: tf1)
 
         def predict(s):
             iL = np.searchsorted(ts, s, side="right") - 1
-            return tf1.query(s, iL, iL + 1)[0][0]
+            return get().query(s, iL, iL + 1)[0][0]
 
         def loo():
-            c, a = self._loo(tf1)
+            c, a = self._loo(get())
             return c[0], a[0]
 
         return _Solution(self.t, nlam / self.t.size, predict, loo if ca is None else ca,
@@ -376,12 +402,24 @@ class _FastSolver:
                     row["pred"] = pred[b]
                 if res is not None:
                     row["block"] = res[b]
-                row["solution"] = (lambda b=b, tf=tf, kernel=kernel, nlam=nlam, row=row:
-                                   self._materialise(tf, b, kernel, nlam, row))
+                row["solution"] = (lambda lazy=False, b=b, tf=tf, kernel=kernel, nlam=nlam, row=row:
+                                   self._materialise(tf, b, kernel, nlam, row, lazy))
                 yield row
 
-    def _materialise(self, tf, b, kernel, nlam, row):
-        return self._solution(kernel, tf.select(b), (row["c"], row["a"]) if "c" in row else None, nlam)
+    def _materialise(self, tf, b, kernel, nlam, row, lazy=False):
+        """Model b of the batch as a solution; ``lazy``: select it from the batch on first use
+        (the solution then keeps the whole batch alive)."""
+        ca = (row["c"], row["a"]) if "c" in row else None
+        if not lazy:
+            return self._solution(kernel, tf.select(b), ca, nlam)
+        box = []
+
+        def get():
+            if not box:
+                box.append(tf.select(b))
+            return box[0]
+
+        return self._solution(kernel, get, ca, nlam)
 
     def solve(self, kernel, lam) -> _Solution:
         """One kernel at one ridge ``lam`` (raised to the relative floor)."""
@@ -643,8 +681,14 @@ def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float
     last = np.where(empty, Jc, np.maximum(i1 - 1, Jc))
     rows = np.stack([Jc, first, last, i0, i1, size], axis=1)[ok]
     # (j, first, last, size) fix B (a range plus j): keep each key's first occurrence
-    _, idx = np.unique(rows[:, [0, 1, 2, 5]], axis=0, return_index=True)
-    return rows[np.sort(idx), :5].astype(np.int64)
+    if not len(rows):
+        return np.zeros((0, 5), dtype=np.int64)
+    # first occurrence of each key: a stable lexicographic sort keeps equal keys in order
+    srt = np.lexsort((rows[:, 5], rows[:, 2], rows[:, 1], rows[:, 0]))
+    keys = rows[srt][:, [0, 1, 2, 5]]
+    first = np.ones(len(srt), dtype=bool)
+    first[1:] = np.any(keys[1:] != keys[:-1], axis=1)
+    return rows[np.sort(srt[first]), :5].astype(np.int64)
 
 
 def ridge_path(t, Y, kernel: Kernel, lams, *, targets=None, blocks=None, relative: bool = False,
@@ -743,10 +787,12 @@ class RidgeSelection:
     fits: dict = field(default_factory=dict, repr=False)
 
 
-def _materialise(best_rows):
+def _materialise(best_rows, lazy=False):
+    """Turn the best rows' solution factories into solutions; ``lazy`` (the last batch of
+    filters, which then stays alive with the fits): select each model on first use."""
     for entry in best_rows.values():
         if callable(entry[2]):
-            entry[2] = entry[2]()
+            entry[2] = entry[2](lazy=True) if lazy and entry[3] == "fast" else entry[2]()
 
 
 def _score(criterion, row, n, m):
@@ -825,7 +871,8 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         lams, relative = np.maximum(np.asarray(ridge_grid, dtype=np.float64), _RIDGE_FLOOR), True
     else:
         lams, relative = np.atleast_1d(np.asarray(lam, dtype=np.float64)), False
-    fast = [k for k in kernels if _use_fast(k, t, solver, FAST_MIN_N_SELECT)]
+    nodes_ok = _distinct_finite(t) if solver != "dense" else False
+    fast = [k for k in kernels if _use_fast(k, t, solver, FAST_MIN_N_SELECT, nodes_ok)]
     best_rows = {}  # kernel -> (lam, score, solution)
 
     def consider(kernel, row, used):
@@ -848,7 +895,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
                 _materialise(best_rows)
                 batch = row["batch"]
             consider(row["kernel"], row, "fast")
-        _materialise(best_rows)
+        _materialise(best_rows, lazy=True)
     if criterion == "gap" and len(fast) < len(kernels):
         blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets)]
     for kernel in kernels:

@@ -46,14 +46,21 @@ the state at tau (``u - h u' = y_0`` with variance ``sigma2 + h^3 / 3``),
 and the forward filter starts exactly at the second node from the two-point
 posterior ``u = y_1``, ``u' = (y_1 - y_0) / h``.
 
-*Cost.* Everything is O(n m) per model, but the filters take one Python
-step per node (vectorised over the models and both directions), about 20 us
-per node on one core: GCC's default decode (16 candidate kernels) at
-N = 1,000 took 37 ms of CPU time on the development machine against 1.9 s
-dense (benchmarks/bench_solvers.py). A segmented parallel-prefix filter [5]_
-(O(sqrt n) Python steps) was tried and was 6.5x slower in NumPy, whose
-batched 3 x 3 algebra costs far more per matrix than a loop step; going
-faster needs the per-node recursion compiled.
+*Cost.* Everything is O(n m) per model. The NumPy implementation here (the
+reference, and the fallback when numba is missing or ``GENCC_NO_NUMBA`` is
+set) takes one Python step per node, vectorised over the models and both
+directions, about 20 us per node on one core: GCC's default decode (16
+candidate kernels) at N = 1,000 took 37-63 ms against 1.9-3 s dense. A
+segmented parallel-prefix filter [5]_ (O(sqrt n) Python steps) was tried and
+was 6.5x slower in NumPy, whose batched 3 x 3 algebra costs far more per
+matrix than a loop step. The compiled path (:mod:`gencc._statespace_jit`,
+``USE_COMPILED``) runs the same recursions per model in numba, with the
+3 x 3 algebra unrolled per state dimension p (:mod:`gencc._statespace_gen`,
+written by ``scripts/gen_statespace_jit.py``: loops over p ran 3-5x slower),
+the transitions evaluated on the fly and shared by the two passes: about
+0.1 us per node and model, and the same default decode in 3.2-4.7 ms. It equals the NumPy path to 1e-12 relative (tests). Its first
+call compiles for about 20 s of CPU; ``cache=True`` keeps the machine code
+in ``__pycache__``, so a later process loads it in well under a second.
 
 References
 ----------
@@ -71,13 +78,30 @@ References
 
 from __future__ import annotations
 
+import os
 from math import comb, factorial
 
 import numpy as np
 
 from .kernels import Kernel, Matern, Sobolev2
 
-__all__ = ["GaussMarkov", "gauss_markov", "has_state_space", "transitions", "TwoFilter"]
+try:  # the compiled per-node recursions; NumPy (below) is the reference and the fallback
+    from . import _statespace_jit as _jit
+except ImportError:  # pragma: no cover - numba missing
+    _jit = None
+
+__all__ = ["GaussMarkov", "gauss_markov", "has_state_space", "transitions", "TwoFilter", "USE_COMPILED",
+           "compiled_available"]
+
+#: Whether :class:`TwoFilter` runs the compiled (numba) recursions. True when
+#: numba imports, unless the environment variable ``GENCC_NO_NUMBA`` is set to
+#: a non-empty value other than "0"; set it to False to force the NumPy reference.
+USE_COMPILED = _jit is not None and os.environ.get("GENCC_NO_NUMBA", "") in ("", "0")
+
+
+def compiled_available() -> bool:
+    """Whether the compiled (numba) recursions could be imported."""
+    return _jit is not None
 
 _P = 3  # every model is embedded in a 3-dim state so that kernels batch together
 _QUERY_CHUNK = 32768  # (point, model) pairs per vectorised query step: bounds its memory
@@ -233,6 +257,38 @@ def transitions(models, h):
 
 
 _MODELS: dict = {}
+_PACKED: dict = {}
+
+
+def _packed(models):
+    """Per-batch arrays of the models (cached by the models' identities): diffuse (B,),
+    Pinf (B, 3, 3), pad (B, 3), q (B,), Pinv (B, 3, 3) (0 for a flat prior) and, for the
+    compiled path, Nk (B, 3, 3, 3) (``N^k / k!``), C (B, 5, 3, 3) (``q C_j``), rate (B,), p (B,)."""
+    key = tuple(map(id, models))
+    hit = _PACKED.get(key)
+    if hit is not None and hit[0] == key:  # hit[1] keeps the models alive, so their ids stay theirs
+        return hit[2]
+    diffuse = np.array([mo.diffuse for mo in models], dtype=bool)
+    Pinf = np.stack([mo.Pinf for mo in models])
+    pad = np.stack([mo.pad for mo in models])
+    q = np.array([mo.q for mo in models], dtype=np.float64)
+    Pinv = np.where(diffuse[:, None, None], 0.0, np.linalg.inv(Pinf))
+    B = len(models)
+    Nk = np.zeros((B, _P, _P, _P))
+    C = np.zeros((B, 2 * _P - 1, _P, _P))
+    for b, mo in enumerate(models):
+        p = mo.p
+        for k, A in enumerate(mo._Nk):
+            Nk[b, k, :p, :p] = A
+        for j, A in enumerate(mo._C):
+            C[b, j, :p, :p] = mo.q * A
+    rate = np.array([mo.rate for mo in models], dtype=np.float64)
+    p = np.array([mo.p for mo in models], dtype=np.int64)
+    out = (diffuse, Pinf, pad, q, Pinv, Nk, C, rate, p)
+    if len(_PACKED) > 64:
+        _PACKED.clear()
+    _PACKED[key] = (key, list(models), out)
+    return out
 
 
 def gauss_markov(kernel: Kernel) -> GaussMarkov:
@@ -324,11 +380,23 @@ class TwoFilter:
         self.Y = Y
         n = t.size
         B = len(self.models)
-        self.diffuse = np.array([mo.diffuse for mo in self.models])
-        self.Pinf = np.stack([mo.Pinf for mo in self.models])
-        self.pad = np.stack([mo.pad for mo in self.models])
-        self.q = np.array([mo.q for mo in self.models])
-        self._Pinv = np.where(self.diffuse[:, None, None], 0.0, np.linalg.inv(self.Pinf))
+        packed = _packed(self.models)
+        self.diffuse, self.Pinf, self.pad, self.q, self._Pinv = packed[:5]
+        self._native = None
+        if USE_COMPILED:
+            self._params = packed[5:]
+            t = np.ascontiguousarray(t, dtype=np.float64)
+            Yc = np.ascontiguousarray(Y, dtype=np.float64)
+            m = Yc.shape[1]
+            mf, mb = np.zeros((B, n, _P, m)), np.zeros((B, n, _P, m))
+            Pf, Pb = np.zeros((B, n, _P, _P)), np.zeros((B, n, _P, _P))
+            Nk, C, rate, p = self._params
+            _jit.filters(Nk, C, rate, p, self.diffuse, self.Pinf, self.sigma2, t, Yc, mf, Pf, mb, Pb)
+            self.t, self.Y = t, Yc
+            self._native = (mf, Pf, mb, Pb)
+            self.fwd = (np.swapaxes(mf, 0, 1), np.swapaxes(Pf, 0, 1))  # (n, B, ...) views, as the NumPy path
+            self.bwd = (np.swapaxes(mb, 0, 1), np.swapaxes(Pb, 0, 1))
+            return
         h = np.diff(t)
         Phi, Q = self._transitions(np.concatenate([h, h[::-1]]))  # (B, 2n-2, 3, 3)
         PhiA = np.zeros((n, 2 * B, _P, _P))
@@ -349,7 +417,10 @@ class TwoFilter:
 
     def select(self, b: int) -> "TwoFilter":
         """Model ``b`` alone: a view of the batch, or a copy (so that the batch
-        can be freed) when the batch holds more than 4 MB."""
+        can be freed) when the batch holds more than 4 MB; the batch itself
+        when it holds one model."""
+        if len(self.models) == 1 and b == 0:
+            return self
         out = TwoFilter.__new__(TwoFilter)
         take = (lambda x: x[:, b : b + 1].copy()) if self.fwd[0].nbytes > 4e6 else (lambda x: x[:, b : b + 1])
         out.models = [self.models[b]]
@@ -357,6 +428,14 @@ class TwoFilter:
         out.t, out.Y = self.t, self.Y
         for name in ("diffuse", "Pinf", "pad", "q", "_Pinv"):
             setattr(out, name, getattr(self, name)[b : b + 1].copy())
+        out._native = None
+        if self._native is not None:
+            big = self._native[0].nbytes > 4e6
+            out._native = tuple(x[b : b + 1].copy() if big else x[b : b + 1] for x in self._native)
+            out._params = tuple(x[b : b + 1] for x in self._params)
+            out.fwd = (np.swapaxes(out._native[0], 0, 1), np.swapaxes(out._native[1], 0, 1))
+            out.bwd = (np.swapaxes(out._native[2], 0, 1), np.swapaxes(out._native[3], 0, 1))
+            return out
         out.fwd = tuple(take(x) for x in self.fwd)
         out.bwd = tuple(take(x) for x in self.bwd)
         return out
@@ -384,6 +463,14 @@ class TwoFilter:
         tau = np.asarray(tau, dtype=np.float64).reshape(-1)
         iL = np.asarray(iL).reshape(-1)
         iR = np.asarray(iR).reshape(-1)
+        if self._native is not None:
+            B, K, m = len(self.models), tau.size, self.Y.shape[1]
+            mean, var = np.empty((B, K, m)), np.empty((B, K))
+            Nk, C, rate, p = self._params
+            _jit.query(Nk, C, rate, p, self.diffuse, self.Pinf, self._Pinv, self.sigma2, self.q, self.t, self.Y,
+                       *self._native, np.ascontiguousarray(tau), iL.astype(np.int64), iR.astype(np.int64),
+                       mean, var)
+            return mean, var
         step = max(1, _QUERY_CHUNK // max(len(self.models), 1))
         if tau.size <= step:
             return self._query(tau, iL, iR)
