@@ -243,6 +243,7 @@ class CodedExecutor:
         self.stats = Counter()
         self.returned_counts = Counter()  # how many usable results each answered batch was decoded from
         self.timings = Counter()  # seconds: encode, decode, compute (workers), over answered batches
+        _warm_up(self.scheme)
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
         self._thread.start()
         self._stream_lock = threading.Lock()
@@ -780,6 +781,21 @@ class CodedExecutor:
         err = BatchFailedError(b.index, b.failed, len(b.usable(self._out_shape)), n_required, reason)
         log.warning("batch failed", extra={"batch": b.index, "reason": reason})
         return b.future, err
+
+
+def _warm_up(scheme):
+    """Decode a batch of zeros once, before the dispatcher starts.
+
+    The first decode of a process loads (or, on a fresh install, compiles:
+    about 20 s of CPU) the numba kernels of the fast solvers; on the
+    dispatcher thread that stall would look like hung workers and expired
+    deadlines."""
+    idx = np.arange(scheme.n_workers - scheme.trusted_returns, scheme.n_workers)
+    try:
+        if scheme.can_decode(idx):
+            scheme.decode(np.zeros((idx.size, 1)), idx)
+    except Exception:  # a scheme that cannot decode zeros still serves; its first decode pays instead
+        log.debug("decoder warm-up failed", exc_info=True)
 
 
 def _calibrated(scheme, model, calibration):
