@@ -66,6 +66,7 @@ import numpy as np  # noqa: E402
 
 import gencc  # noqa: E402
 from gencc.report import format_table, write_csv, write_json  # noqa: E402
+from _timing import best_time  # noqa: E402
 
 SCHEMES = {
     "gcc": lambda K, N: gencc.GCC(K, N),
@@ -80,17 +81,6 @@ MANY = 8  # batches per decode_many
 # a reference product whose left factor exceeds this is timed on a block of its rows and scaled
 REF_BYTES = 256 * 2**20
 D_IN, M_OUT = 784, 10
-
-
-def best_time(fn, *, min_total=0.2, max_repeat=20):
-    """Best of repeated calls: at least one, until min_total seconds or max_repeat calls."""
-    best, spent, n = np.inf, 0.0, 0
-    while n < max_repeat and (n == 0 or spent < min_total):
-        t = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t
-        best, spent, n = min(best, dt), spent + dt, n + 1
-    return best
 
 
 def dnn_time(N):
@@ -156,7 +146,7 @@ def measure_scheme(name, K, N, X, f_out, rng, budget, progress):
         times[op] = t
 
     fresh = [SCHEMES[name](K, N) for _ in range(3)]
-    run("encode_cold", lambda: fresh.pop().encode(X) if fresh else SCHEMES[name](K, N).encode(X), max_repeat=3)
+    run("encode_cold", lambda: fresh.pop().encode(X) if fresh else SCHEMES[name](K, N).encode(X), max_runs=3)
     s = SCHEMES[name](K, N)
     coded = s.encode(X)
     Ystack = f_out(coded)  # (N, m): every worker's output

@@ -28,17 +28,7 @@ import gencc
 from gencc import ridge
 from gencc.kernels import Matern, Sobolev2
 from gencc.ridge import KernelRidge
-
-
-def best_time(fn, budget=0.3, max_runs=20):
-    """Best wall time of ``fn()`` over runs that fit in ``budget`` seconds (at least 1)."""
-    best, spent, runs = np.inf, 0.0, 0
-    while runs < max_runs and (runs == 0 or spent < budget):
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
-        best, spent, runs = min(best, dt), spent + dt, runs + 1
-    return best
+from _timing import best_time
 
 
 _MATMUL = {}
@@ -65,8 +55,8 @@ def fixed_kernel(ns, dense_max, m, rng):
             mm = matmul_time(s.size, n, m, rng)
             td = np.nan
             if n <= dense_max:
-                td = best_time(lambda: KernelRidge(kernel, 1e-8, solver="dense").fit(t, Y).predict(s))
-            tf = best_time(lambda: KernelRidge(kernel, 1e-8, solver="fast").fit(t, Y).predict(s))
+                td = best_time(lambda: KernelRidge(kernel, 1e-8, solver="dense").fit(t, Y).predict(s), budget=0.3)
+            tf = best_time(lambda: KernelRidge(kernel, 1e-8, solver="fast").fit(t, Y).predict(s), budget=0.3)
             print(f"{kernel.name:>10} {n:>6} {mm * 1e6:>10.1f} {td * 1e3:>10.3f} {tf * 1e3:>10.3f} "
                   f"{td / mm:>10.0f} {tf / mm:>10.0f} {td / tf:>10.2f}")
 

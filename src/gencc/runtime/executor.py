@@ -26,7 +26,7 @@ from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import ON_INSUFFICIENT, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline, decide, early_inputs
 from .microbatch import decode_stacked, encode_stacked
-from .stream import RequestBatcher
+from .stream import RequestBatcher, StreamingExecutor
 
 __all__ = ["CodedExecutor"]
 
@@ -69,7 +69,7 @@ class _WorkerQueue:
         return tasks
 
 
-class CodedExecutor:
+class CodedExecutor(StreamingExecutor):
     """Run a model under a coding scheme on N workers, straggler-resilient.
 
     Parameters
@@ -546,21 +546,6 @@ class CodedExecutor:
         _settle(settle)
         self._backend.shutdown()
         log.info("executor shut down", extra={"stats": dict(self.stats)})
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-
-    @property
-    def backend(self):
-        return self._backend
-
-    def set_batch_window(self, seconds: float):
-        """Change ``batch_window`` (seconds) for the requests that arrive from now on."""
-        self.batch_window = check_nonnegative(seconds, "seconds")
-        self._batcher.window = self.batch_window
 
     # -- dispatcher: moves events, asks `decide` what to do -------------------
     _SWEEP_S = 0.01  # timers (deadline, timeout, hangs) are checked this often; events act at once

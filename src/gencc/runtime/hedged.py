@@ -32,7 +32,7 @@ from ..errors import BatchFailedError
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
-from .stream import RequestBatcher
+from .stream import RequestBatcher, StreamingExecutor
 
 __all__ = ["HedgedExecutor", "HedgedResult"]
 
@@ -78,7 +78,7 @@ class _Request:
     errors: list = field(default_factory=list)
 
 
-class HedgedExecutor:
+class HedgedExecutor(StreamingExecutor):
     """Serve f uncoded on ``n_workers`` workers with hedged requests.
 
     Parameters
@@ -218,21 +218,6 @@ class HedgedExecutor:
             if not r.future.done():
                 r.future.set_exception(BatchFailedError(r.index, {}, 0, 1, "executor shut down"))
         self._backend.shutdown()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-
-    @property
-    def backend(self):
-        return self._backend
-
-    def set_batch_window(self, seconds: float):
-        """Change ``batch_window`` (seconds) for the requests that arrive from now on."""
-        self.batch_window = check_nonnegative(seconds, "seconds")
-        self._batcher.window = self.batch_window
 
     # -- dispatcher -------------------------------------------------------------
     def _send_copy(self, req, now) -> bool:

@@ -15,9 +15,10 @@ from concurrent.futures import CancelledError, Future
 
 import numpy as np
 
+from .._validation import check_nonnegative
 from ..errors import MissingOutputsError
 
-__all__ = ["RequestBatcher", "due", "padded_rows"]
+__all__ = ["RequestBatcher", "StreamingExecutor", "due", "padded_rows"]
 
 log = logging.getLogger("gencc.runtime")
 
@@ -200,3 +201,28 @@ def _resolve(batch_future: Future, futures: list[Future]):
             fut.set_result(res.output(i))
         except MissingOutputsError as exc:
             fut.set_exception(exc)
+
+
+class StreamingExecutor:
+    """What every executor serving a request stream shares: the context
+    manager, its backend, and the batching window of its :class:`RequestBatcher`.
+
+    A subclass sets ``_backend``, ``_batcher`` and ``batch_window`` and
+    implements ``shutdown``.
+    """
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    @property
+    def backend(self):
+        """The pool of workers (a :class:`~gencc.runtime.backend.Backend`)."""
+        return self._backend
+
+    def set_batch_window(self, seconds: float):
+        """Change ``batch_window`` (seconds) for the requests that arrive from now on."""
+        self.batch_window = check_nonnegative(seconds, "seconds")
+        self._batcher.window = self.batch_window

@@ -359,15 +359,21 @@ class GCC(CodingScheme):
         return DecoderEntry(None, fit.predict(self.alpha), fit.loo_residuals_, not np.isnan(fit.loo_mse_),
                             {"kernel": str(fit.kernel), "lam_dec": fit.lam_effective_})
 
-    def _fit_decoder(self, idx, Y2):
+    def _fit_decoder(self, idx, Y2, want_info=True):
+        # the leave-one-out error is computed only when asked for: on the fast
+        # path it is an extra O(n m) pass that a plain decode() does not need
         t = self.beta[idx]
         if not self.adaptive:
             fit = KernelRidge(self._kernels[0], self.lam_dec).fit(t, Y2)
-            info = {"kernel": str(fit.kernel), "lam_dec": fit.lam_effective_, "loo_mse": fit.loo_mse_}
+            info = {"kernel": str(fit.kernel), "lam_dec": fit.lam_effective_}
+            if want_info:
+                info["loo_mse"] = fit.loo_mse_
             return fit, info
         lam = None if self.lam_dec == "auto" else self.lam_dec
         sel = select_ridge(t, Y2, self._kernels, lam=lam, criterion=self.criterion, targets=self.alpha)
-        info = {"kernel": str(sel.kernel), "lam_dec": sel.lam, "loo_mse": sel.fit.loo_mse_, "scores": sel.scores}
+        info = {"kernel": str(sel.kernel), "lam_dec": sel.lam, "scores": sel.scores}
+        if want_info:
+            info["loo_mse"] = sel.fit.loo_mse_
         if self.mix == 1 or len(sel.scores) < 2:
             return sel.fit, info
         by_name = {str(k): k for k in self._kernels}
@@ -378,7 +384,7 @@ class GCC(CodingScheme):
         return _Mixture(fits), info
 
     def _decode_sorted(self, idx, Y2, want_info=True):
-        fit, info = self._fit_decoder(idx, Y2)
+        fit, info = self._fit_decoder(idx, Y2, want_info)
         return fit.predict(self.alpha).reshape(self.n_inputs, -1), info
 
     def _decoder_matrix_sorted(self, idx, Y2):
@@ -388,7 +394,7 @@ class GCC(CodingScheme):
                     "decoder_matrix of a GCC with automatic kernel or lam_dec depends on the "
                     "returned outputs: pass Y, or fix kernel and lam_dec"
                 )
-            fit = self._fit_decoder(idx, Y2)[0]
+            fit = self._fit_decoder(idx, Y2, want_info=False)[0]
             parts = fit.fits if isinstance(fit, _Mixture) else [fit]
             t = self.beta[idx]
             return np.mean([KernelRidge(f.kernel, f.lam).smoother_matrix(t, self.alpha) for f in parts], axis=0)
