@@ -331,6 +331,24 @@ def test_hedged_requests_answer_every_input_on_real_workers():
     assert ex.stats["answered"] == 12 and ex.stats["failed"] == 0
 
 
+def test_hedged_bad_inputs_fail_alone_and_every_other_input_is_answered():
+    from gencc.errors import InvalidInputError
+
+    X = [RNG.normal(size=4) for _ in range(6)]
+    X[1] = np.full(4, np.nan)
+    X[3] = np.ones(3)  # another shape than the first request's
+    X[4] = np.ones(4) * 1j
+    with HedgedExecutor(MODEL, 3, "threads", micro_batch=2, hedge_delay=0.05, timeout=30) as ex:
+        got = list(ex.map(X, return_exceptions=True, timeout=60))
+        with pytest.raises(ValueError, match="X .*(NaN|Inf|finite)"):
+            ex.submit(np.full((1, 4), np.inf))
+    for i in (1, 3, 4):
+        assert isinstance(got[i], InvalidInputError) and got[i].index == i
+    for i in (0, 2, 5):
+        np.testing.assert_allclose(got[i], f(X[i][None])[0], rtol=1e-9, atol=1e-9)
+    assert ex.stats["failed"] == 0
+
+
 def test_map_yields_an_input_when_its_own_worker_returns_before_the_batch_decodes():
     be = FakeBackend(4)
     ex = CodedExecutor("unused", gencc.GCC(2, 4, worker_points="systematic"), be, timeout=60)

@@ -26,7 +26,7 @@ from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import ON_INSUFFICIENT, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline, decide, early_inputs
 from .microbatch import decode_stacked, encode_stacked
-from .stream import RequestBatcher, StreamingExecutor
+from .stream import RequestBatcher, StreamingExecutor, check_input
 
 __all__ = ["CodedExecutor"]
 
@@ -246,9 +246,7 @@ class CodedExecutor(StreamingExecutor):
         _warm_up(self.scheme)
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
         self._thread.start()
-        self._stream_lock = threading.Lock()
-        self._stream_shape = None  # in_shape of the first request given to submit_one
-        self._stream_count = itertools.count()
+        self._init_stream()
         self._batcher = RequestBatcher(lambda X, on_early=None: self._submit_batch(X, closing_ok=True,
                                                                                   on_early=on_early),
                                        self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window,
@@ -329,17 +327,7 @@ class CodedExecutor(StreamingExecutor):
         with self._shutdown_lock:
             if self._shutdown:
                 raise RuntimeError("cannot submit to an executor that was shut down")
-        with self._stream_lock:
-            index = next(self._stream_count)
-            try:
-                arr, shape = _check_input(x, index, self._stream_shape)
-            except InvalidInputError as exc:
-                fut: Future = Future()
-                fut.set_running_or_notify_cancel()
-                fut.set_exception(exc)
-                return fut
-            self._stream_shape = shape
-        return self._batcher.put(arr)
+        return self._put_request(x)
 
     def _submit_batch(self, X, *, closing_ok: bool, on_early=None) -> Future:
         """Encode and dispatch; ``closing_ok`` lets shutdown's final flush through;
@@ -485,7 +473,7 @@ class CodedExecutor(StreamingExecutor):
                 # fast path: a float64 array of the known shape (finiteness is checked per chunk)
                 if not (type(x) is np.ndarray and x.dtype == np.float64 and x.shape == in_shape):
                     try:
-                        x, in_shape = _check_input(x, index, in_shape)
+                        x, in_shape = check_input(x, index, in_shape)
                     except InvalidInputError as exc:
                         pending.append(exc)
                         x = None
@@ -872,19 +860,3 @@ def _output_problem(y, size, out_shape) -> str | None:
     if out_shape is not None and arr.shape[1:] != out_shape:
         return f"wrong shape {arr.shape}, expected {(size, *out_shape)}"
     return None
-
-
-def _check_input(x, index, in_shape):
-    """One input of ``map`` as float64, or an InvalidInputError naming it."""
-    if np.iscomplexobj(x):
-        raise InvalidInputError(f"input {index} is complex; f is computed on real inputs", index=index)
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"input {index} is not a numeric array: {exc}", index=index) from None
-    if in_shape is not None and arr.shape != in_shape:
-        raise InvalidInputError(f"input {index} has shape {arr.shape}, expected {in_shape} like the "
-                                f"first input", index=index)
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError(f"input {index} contains NaN or Inf", index=index)
-    return arr, arr.shape

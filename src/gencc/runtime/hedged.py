@@ -22,13 +22,13 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_int, check_nonnegative
-from ..errors import BatchFailedError
+from .._validation import check_batch, check_int, check_nonnegative
+from ..errors import BatchFailedError, InvalidInputError
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
@@ -153,6 +153,7 @@ class HedgedExecutor(StreamingExecutor):
         self.stats = Counter()
         self._thread = threading.Thread(target=self._loop, name="gencc-hedged", daemon=True)
         self._thread.start()
+        self._init_stream()
         self._batcher = RequestBatcher(self.submit, self.micro_batch, 1, self.batch_window)
 
     # -- public API -----------------------------------------------------------
@@ -164,8 +165,9 @@ class HedgedExecutor(StreamingExecutor):
         concurrent.futures.Future
             Resolves to a :class:`HedgedResult`, or raises :class:`BatchFailedError`.
         """
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim < 1 or not 1 <= X.shape[0] <= self.micro_batch:
+        X2, in_shape = check_batch(X, "X")  # real, finite, at least one row
+        X = X2.reshape((X2.shape[0], *in_shape))
+        if not 1 <= X.shape[0] <= self.micro_batch:
             raise ValueError(f"X must have shape (B, *in_shape) with 1 <= B <= micro_batch = {self.micro_batch}, "
                              f"got shape {X.shape}")
         fut: Future = Future()
@@ -182,17 +184,44 @@ class HedgedExecutor(StreamingExecutor):
         return fut
 
     def submit_one(self, x) -> Future:
-        """Submit one input; resolves to f(x), shape out_shape."""
-        if self._shutdown:
-            raise RuntimeError("cannot submit to an executor that was shut down")
-        return self._batcher.put(np.asarray(x, dtype=np.float64))
+        """Submit one input; it is grouped with others under ``batch_window``.
 
-    def map(self, inputs, *, timeout=None):
-        """f on every input, in order (through :meth:`submit_one`)."""
+        Returns
+        -------
+        concurrent.futures.Future
+            Resolves to f(x), shape out_shape. Raises (from ``result()``)
+            :class:`~gencc.errors.InvalidInputError` for an input that cannot
+            be computed (NaN, Inf, complex, non-numeric, another shape than the
+            first request's: already failed when returned, never sent), or
+            :class:`BatchFailedError` if no copy of its group answered in time.
+
+        Raises
+        ------
+        RuntimeError
+            After :meth:`shutdown`.
+        """
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to an executor that was shut down")
+        return self._put_request(x)
+
+    def map(self, inputs, *, return_exceptions=False, timeout=None):
+        """f on every input, in order (through :meth:`submit_one`).
+
+        An input that fails (invalid, or its group failed) raises its error when
+        reached, or, with ``return_exceptions``, yields it in its place.
+        """
         futs = [self.submit_one(x) for x in inputs]
         end = None if timeout is None else time.monotonic() + timeout
         for f in futs:
-            yield f.result(timeout=None if end is None else max(0.0, end - time.monotonic()))
+            left = None if end is None else max(0.0, end - time.monotonic())
+            if not return_exceptions:
+                yield f.result(timeout=left)
+                continue
+            try:
+                yield f.result(timeout=left)
+            except (BatchFailedError, InvalidInputError, CancelledError) as exc:
+                yield exc
 
     def shutdown(self, wait: bool = True):
         """Stop: dispatch the requests in the window (``wait``), let pending ones end (each within

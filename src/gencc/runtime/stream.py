@@ -8,6 +8,7 @@ the pure :func:`due`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -16,9 +17,9 @@ from concurrent.futures import CancelledError, Future
 import numpy as np
 
 from .._validation import check_nonnegative
-from ..errors import MissingOutputsError
+from ..errors import InvalidInputError, MissingOutputsError
 
-__all__ = ["RequestBatcher", "StreamingExecutor", "due", "padded_rows"]
+__all__ = ["RequestBatcher", "StreamingExecutor", "check_input", "due", "padded_rows"]
 
 log = logging.getLogger("gencc.runtime")
 
@@ -203,13 +204,60 @@ def _resolve(batch_future: Future, futures: list[Future]):
             fut.set_exception(exc)
 
 
+def check_input(x, index, in_shape):
+    """One input as float64 with its shape, or an InvalidInputError naming it.
+
+    Parameters
+    ----------
+    x : array_like
+    index : int
+        The input's position in its stream (named in the error).
+    in_shape : tuple or None
+        The shape every input must have (None: any).
+    """
+    if np.iscomplexobj(x):
+        raise InvalidInputError(f"input {index} is complex; f is computed on real inputs", index=index)
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"input {index} is not a numeric array: {exc}", index=index) from None
+    if in_shape is not None and arr.shape != in_shape:
+        raise InvalidInputError(f"input {index} has shape {arr.shape}, expected {in_shape} like the "
+                                f"first input", index=index)
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"input {index} contains NaN or Inf", index=index)
+    return arr, arr.shape
+
+
 class StreamingExecutor:
     """What every executor serving a request stream shares: the context
-    manager, its backend, and the batching window of its :class:`RequestBatcher`.
+    manager, its backend, the batching window of its :class:`RequestBatcher`
+    and the per-request check of ``submit_one``.
 
-    A subclass sets ``_backend``, ``_batcher`` and ``batch_window`` and
-    implements ``shutdown``.
+    A subclass calls :meth:`_init_stream`, sets ``_backend``, ``_batcher``
+    and ``batch_window``, and implements ``shutdown``.
     """
+
+    def _init_stream(self):
+        self._stream_lock = threading.Lock()
+        self._stream_shape = None  # in_shape of the first request given to submit_one
+        self._stream_count = itertools.count()
+
+    def _put_request(self, x) -> Future:
+        """Check one request and queue it; a bad one gets an already-failed future
+        (an :class:`~gencc.errors.InvalidInputError` naming it) and never
+        reaches a batch."""
+        with self._stream_lock:
+            index = next(self._stream_count)
+            try:
+                arr, shape = check_input(x, index, self._stream_shape)
+            except InvalidInputError as exc:
+                fut: Future = Future()
+                fut.set_running_or_notify_cancel()
+                fut.set_exception(exc)
+                return fut
+            self._stream_shape = shape
+        return self._batcher.put(arr)
 
     def __enter__(self):
         return self
