@@ -1,6 +1,6 @@
 """The runtime's own cost with no stragglers, against f itself, per backend and micro-batch.
 
-    python benchmarks/bench_overhead.py                          # local and threads, B in 1, 16, 64
+    python benchmarks/bench_overhead.py                          # local, local-pipe, threads; B in 1, 16, 64
     python benchmarks/bench_overhead.py --backends local,threads,ray --out docs/bench_overhead
 
 lenet5 (the ``gencc.workloads`` registry), GCC with K = 4, N = 12, waiting for
@@ -94,6 +94,11 @@ def f_reference(f, X, B, reps=15) -> tuple[float, float]:
 def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options):
     size = B * K
     inputs = np.resize(X, (size * 400, *X.shape[1:]))
+    if backend == "local-pipe":  # the local backend with every task through its pipe
+        backend, options = "local", {**options, "shared_min_bytes": None}
+        label = "local-pipe"
+    else:
+        label = backend
     ex = CodedExecutor(WorkloadFactory("lenet5"), SCHEMES[scheme](), backend, micro_batch=B, timeout=60,
                        max_in_flight=max_in_flight, backend_options=options)
     try:
@@ -114,7 +119,7 @@ def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options)
     assert n == size * n_batches and tm["batches"] == n_batches
     wall_b, enc, dec = wall / n_batches, tm["encode"] / n_batches, tm["decode"] / n_batches
     return {
-        "backend": backend, "scheme": scheme, "B": B, "batches": n_batches, "inputs_per_s": round(n / wall),
+        "backend": label, "scheme": scheme, "B": B, "batches": n_batches, "inputs_per_s": round(n / wall),
         "f_ms": 1e3 * f_s, "wall_ms": 1e3 * wall_b, "own_ms": 1e3 * (wall_b - f_s),
         "own/f": (wall_b - f_s) / f_s,
         "encode_ms": 1e3 * enc, "decode_ms": 1e3 * dec, "f_workers_ms": 1e3 * tm["compute"] / n_batches,
@@ -126,7 +131,9 @@ def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options)
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backends", default="local,threads")
+    ap.add_argument("--backends", default="local,local-pipe,threads",
+                    help="of local (shared memory for large tasks), local-pipe (every task through its pipe), "
+                         "threads, ray")
     ap.add_argument("--B", default="1,16,64", help="micro-batch sizes")
     ap.add_argument("--schemes", default="gcc,gcc-fixed", help=f"of {sorted(SCHEMES)}")
     ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per (backend, B)")

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 
 import numpy as np
 
@@ -390,24 +390,26 @@ class CodedExecutor(StreamingExecutor):
             from tqdm.auto import tqdm
 
             bar = tqdm(desc="gencc map", unit="input")
-        pending: deque = deque()  # per input, in order: an exception, or [batch future, row]
+        pending: deque = deque()  # per input, in order: an exception, or [batch future (or its
+        # InvalidInputError), row, early answers]
         chunk: list[np.ndarray] = []
         chunk_refs: list[list] = []
         chunk_index: list[int] = []
         rows_left: dict = {}  # batch future -> its inputs not yet yielded (len: batches in flight)
+        finished: dict = {}  # batch future -> its result or exception, once it has ended
+        ended: set = set()  # batch futures that have ended (added by their done callback: no lock to ask)
         in_shape = None
 
         def flush():
+            ended.intersection_update(rows_left)  # forget batches whose every row was yielded
             # finiteness of the inputs that took the fast path, checked for the whole chunk at once
             stacked = np.stack(chunk)
             finite = np.isfinite(stacked.reshape(len(chunk), -1)).all(axis=1)
             refs = list(chunk_refs)
             if not finite.all():
                 for i in np.flatnonzero(~finite):
-                    bad: Future = Future()
-                    bad.set_exception(InvalidInputError(f"input {chunk_index[i]} contains NaN or Inf",
-                                                        index=chunk_index[i]))
-                    chunk_refs[i][0] = bad
+                    chunk_refs[i][0] = InvalidInputError(f"input {chunk_index[i]} contains NaN or Inf",
+                                                         index=chunk_index[i])
                 stacked = stacked[finite]
                 refs = [r for r, ok in zip(chunk_refs, finite) if ok]
             chunk.clear()
@@ -425,10 +427,32 @@ class CodedExecutor(StreamingExecutor):
                     raise RuntimeError("cannot submit to an executor that was shut down")
             fut = self._submit_batch(stacked, closing_ok=False, on_early=early.update_rows)
             fut.add_done_callback(early.wake)
+            fut.add_done_callback(ended.add)
             rows_left[fut] = n_real
             for row, ref in enumerate(refs):
                 ref[0], ref[1] = fut, row
                 ref[2] = early
+
+        def outcome(fut):
+            """The batch's BatchResult or exception once it has ended, else None; kept, so
+            that the rows after the first cost no lock."""
+            if isinstance(fut, BaseException):  # an input failed before it reached a batch
+                return fut
+            got = finished.get(fut)
+            if got is None and fut in ended:
+                try:
+                    got = fut.result(timeout=0)
+                except Exception as exc:  # noqa: BLE001 - handed to the rows of this batch
+                    got = exc
+                finished[fut] = got
+            return got
+
+        def row_done(fut):
+            if fut in rows_left:
+                rows_left[fut] -= 1
+                if not rows_left[fut]:
+                    del rows_left[fut]
+                    finished.pop(fut, None)
 
         def drain_one():
             item = pending.popleft()
@@ -437,31 +461,55 @@ class CodedExecutor(StreamingExecutor):
             if not isinstance(item, list):
                 return item
             fut, k, early = item
+            got = outcome(fut)
+            if got is None and k not in early:
+                left = None if end is None else max(0.0, end - time.monotonic())
+                wait_s = self.timeout + 30.0 if left is None else left
+                if isinstance(early, _EarlyRows):  # the row may be answered before its batch is decoded
+                    with early.cond:
+                        early.cond.wait_for(lambda: k in early or fut.done(), timeout=wait_s)
+                else:
+                    try:
+                        fut.exception(timeout=wait_s)
+                    except (TimeoutError, CancelledError):
+                        pass
+                got = outcome(fut)
+                if got is None and k not in early:
+                    row_done(fut)
+                    if end is not None:
+                        raise TimeoutError("no answer from the executor within the map's timeout")
+                    return TimeoutError(f"no answer from the executor within {wait_s:g} s")
+            row_done(fut)
             if k in early:  # answered before its batch was decoded
-                if fut in rows_left:
-                    rows_left[fut] -= 1
+                return early[k]
+            if isinstance(got, (BatchFailedError, MissingOutputsError, InvalidInputError)):
+                return got
+            if isinstance(got, BaseException):
+                raise got
+            try:
+                return got.output(k)
+            except MissingOutputsError as exc:
+                return exc
+
+        def drain_run():
+            """The next answers in order: every consecutive row of a decoded batch at once
+            (no per-row locks or calls), else the next one."""
+            item = pending[0]
+            if isinstance(item, list) and item[0] is not None:
+                fut, _, early = item
+                got = outcome(fut)
+                if isinstance(got, BatchResult) and not early and not got.missing:
+                    out, rows = got.outputs, []
+                    while pending and isinstance(pending[0], list) and pending[0][0] is fut:
+                        rows.append(pending.popleft()[1])
+                    rows_left[fut] -= len(rows)
                     if not rows_left[fut]:
                         del rows_left[fut]
-                return early[k]
-            if fut in rows_left:
-                rows_left[fut] -= 1
-                if not rows_left[fut]:
-                    del rows_left[fut]
-            left = None if end is None else max(0.0, end - time.monotonic())
-            wait_s = self.timeout + 30.0 if left is None else left
-            if isinstance(early, _EarlyRows):  # the row may be answered before its batch is decoded
-                with early.cond:
-                    early.cond.wait_for(lambda: k in early or fut.done(), timeout=wait_s)
-                if k in early:
-                    return early[k]
-            try:
-                return fut.result(timeout=wait_s if not fut.done() else 0).output(k)
-            except TimeoutError:
-                if end is not None:
-                    raise
-                return TimeoutError(f"no answer from the executor within {wait_s:g} s")
-            except (BatchFailedError, MissingOutputsError, InvalidInputError) as exc:
-                return exc
+                        finished.pop(fut, None)
+                    if bar is not None:
+                        bar.update(len(rows))
+                    return [out[k] for k in rows]
+            return [drain_one()]
 
         def emit(value):
             if isinstance(value, BaseException) and not return_exceptions:
@@ -486,13 +534,15 @@ class CodedExecutor(StreamingExecutor):
                     if len(chunk) == size:
                         flush()
                 while pending and (not isinstance(pending[0], list) or (
-                        pending[0][0] is not None and (pending[0][0].done() or pending[0][1] in pending[0][2]
-                                                       or len(rows_left) >= self.max_in_flight))):
-                    yield emit(drain_one())
+                        pending[0][0] is not None and (pending[0][1] in pending[0][2] or outcome(pending[0][0])
+                                                       is not None or len(rows_left) >= self.max_in_flight))):
+                    for value in drain_run():
+                        yield emit(value)
             if chunk:
                 flush()
             while pending:
-                yield emit(drain_one())
+                for value in drain_run():
+                    yield emit(value)
         finally:
             if bar is not None:
                 bar.close()

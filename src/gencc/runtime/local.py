@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import multiprocessing as mp
@@ -11,7 +12,10 @@ import sys
 import threading
 import time
 
-from .events import Task, WorkerDied, WorkerReady
+import numpy as np
+
+from .events import Task, TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
+from .shared import Arena, arena_size
 from .worker import worker_main
 
 __all__ = ["LocalBackend"]
@@ -43,6 +47,8 @@ class _Incarnation:
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.broken = False
         self._events = events
+        self.arena: Arena | None = None  # created at this worker's first large task
+        self._arena_lock = threading.Lock()
         threading.Thread(target=self._send_loop, name=f"gencc-send-{worker}", daemon=True).start()
         threading.Thread(target=self._receive_loop, name=f"gencc-recv-{worker}", daemon=True).start()
 
@@ -51,6 +57,31 @@ class _Incarnation:
             return False
         self._outbox.put(msg)
         return True
+
+    def share(self, task: Task, min_bytes: int) -> Task:
+        """``task`` with its coded inputs moved into this worker's arena, if they
+        are at least ``min_bytes`` and fit; else ``task`` (sent through the pipe)."""
+        x = task.x
+        if not isinstance(x, np.ndarray) or x.nbytes < min_bytes or self.broken:
+            return task
+        with self._arena_lock:
+            if self.arena is None:
+                self.arena = Arena(arena_size(x.nbytes))
+                self._outbox.put(("arena", self.arena.name))
+        where = self.arena.put((task.batch, task.slot), x)
+        return task if where is None else dataclasses.replace(task, x=where)
+
+    def task_ended(self, batch, slot):
+        """Free the arena block of a task whose end has arrived."""
+        if self.arena is not None:
+            self.arena.free((batch, slot))
+
+    def close_arena(self):
+        """Unlink this worker's arena; later tasks of it (none, once it is gone) use the pipe."""
+        with self._arena_lock:
+            arena = self.arena
+        if arena is not None:
+            arena.close()
 
     def _send_loop(self):
         try:
@@ -74,6 +105,7 @@ class _Incarnation:
             self._outbox.put(_STOP)
             self.proc.join(timeout=5)
             code = self.proc.exitcode
+            self.close_arena()
             self._events.put((self.worker, self.generation, ("exited", code)))
             self._events_r.close()
 
@@ -109,6 +141,16 @@ class LocalBackend:
         Compute threads per worker (torch/OpenMP).
     start_timeout : float
         Seconds to wait for every worker to build its model.
+    shared_min_bytes : int or None
+        Tasks whose coded inputs take at least this many bytes go through
+        shared memory (:mod:`gencc.runtime.shared`) instead of the pipe;
+        None: always the pipe. Default 32 KiB (below it the pipe costs no
+        more than the shared path's bookkeeping).
+
+    Attributes
+    ----------
+    shared_tasks, piped_tasks : int
+        Tasks sent through shared memory and through the pipe.
 
     Notes
     -----
@@ -120,7 +162,8 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, factory, n_workers, *, start_method=None, preload=None, threads=1, start_timeout=120.0):
+    def __init__(self, factory, n_workers, *, start_method=None, preload=None, threads=1, start_timeout=120.0,
+                 shared_min_bytes=32 << 10):
         factories = list(factory) if isinstance(factory, (list, tuple)) else [factory] * n_workers
         if len(factories) != n_workers:
             raise ValueError(f"model must be one factory or one per worker ({n_workers}), got {len(factories)}")
@@ -143,6 +186,8 @@ class LocalBackend:
             self._ctx.set_forkserver_preload(list(preload))
         self.threads = threads
         self.start_timeout = start_timeout
+        self.shared_min_bytes = shared_min_bytes
+        self.shared_tasks = self.piped_tasks = 0
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._workers: list[_Incarnation | None] = [None] * n_workers
         self._old: list[_Incarnation] = []
@@ -184,7 +229,20 @@ class LocalBackend:
 
     def submit(self, w, task: Task) -> bool:
         inc = self._workers[w]
-        return inc is not None and inc.send(("task", task))
+        if inc is None:
+            return False
+        if self.shared_min_bytes is not None:
+            task = inc.share(task, self.shared_min_bytes)
+        shared = not isinstance(task.x, np.ndarray)
+        if not inc.send(("task", task)):
+            if shared:
+                inc.task_ended(task.batch, task.slot)
+            return False
+        if shared:
+            self.shared_tasks += 1
+        else:
+            self.piped_tasks += 1
+        return True
 
     def cancel(self, w, batch):
         inc = self._workers[w]
@@ -209,6 +267,8 @@ class LocalBackend:
         if inc is None or inc.generation != generation:
             return []  # from an incarnation the executor already replaced
         if not isinstance(msg, tuple):
+            if isinstance(msg, (TaskResult, TaskError, TaskCancelled)):
+                inc.task_ended(msg.batch, msg.slot)
             return [msg]  # a task event
         if msg[0] == "ready":
             self.pids[w] = msg[1]
@@ -245,5 +305,6 @@ class LocalBackend:
             if inc.proc.is_alive():
                 inc.proc.kill()
                 inc.proc.join(timeout=2)
+            inc.close_arena()
         self._workers = [None] * self.n_workers
         self._old = []

@@ -10,6 +10,7 @@ import numpy as np
 
 from .events import TaskCancelled, TaskError, TaskResult
 from .faults import run_faulty
+from .shared import ArenaView, SharedSlice
 
 __all__ = ["worker_main", "build_model", "compute", "set_threads"]
 
@@ -89,10 +90,11 @@ def compute(f, x: np.ndarray, stacked: bool = False) -> np.ndarray:
 def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | None):
     """Process entry point of a local worker.
 
-    Reads ``("task", Task)``, ``("cancel", batch)`` and ``("stop",)`` from
-    ``tasks_in``; writes ``("ready", pid)`` once the model is built, then one
-    TaskResult, TaskError or TaskCancelled per task to ``events_out``, in
-    task order. Exits when told to stop or when the master is gone.
+    Reads ``("task", Task)``, ``("cancel", batch)``, ``("arena", name)`` (the
+    shared memory that later tasks' :class:`~gencc.runtime.shared.SharedSlice`
+    inputs refer to) and ``("stop",)`` from ``tasks_in``; writes
+    ``("ready", pid)`` once the model is built, then one TaskResult,
+    TaskError or TaskCancelled per task to ``events_out``, in task order. Exits when told to stop or when the master is gone.
     """
     set_threads(threads)
     try:
@@ -103,6 +105,7 @@ def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | No
     events_out.send(("ready", os.getpid()))
     queue, cancelled = [], set()
     parent = os.getppid()
+    arena = None  # this process's view of the master's shared memory, once it sends one
 
     def orphaned() -> bool:
         return os.getppid() != parent
@@ -118,6 +121,7 @@ def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | No
 
     def drain(block_s: float) -> bool:
         """Read pending messages; False once told to stop or orphaned."""
+        nonlocal arena
         deadline = time.monotonic() + block_s
         while True:
             if not tasks_in.poll(max(0.0, deadline - time.monotonic())):
@@ -130,6 +134,8 @@ def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | No
                 return False
             if msg[0] == "cancel":
                 cancel(msg[1])
+            elif msg[0] == "arena":
+                arena = ArenaView(msg[1])
             else:
                 queue.append(msg[1])
             deadline = time.monotonic()  # got one: keep draining without blocking
@@ -147,7 +153,8 @@ def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | No
             events_out.send(TaskCancelled(worker_id, task.batch, task.slot))
             continue
         try:
-            y = run_faulty(lambda: compute(f, task.x, task.stacked), task.fault, orphaned=orphaned)
+            x = arena.array(task.x) if isinstance(task.x, SharedSlice) else task.x
+            y = run_faulty(lambda: compute(f, x, task.stacked), task.fault, orphaned=orphaned)
             events_out.send(TaskResult(worker_id, task.batch, task.slot, y, time.monotonic() - start))
         except Exception as exc:  # an erasure for the master, not the end of this worker
             events_out.send(TaskError(worker_id, task.batch, task.slot, f"{type(exc).__name__}: {exc}",
