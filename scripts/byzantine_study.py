@@ -13,7 +13,9 @@ decode's, and the false flags on honest workers.
 Run: ``python scripts/byzantine_study.py SETTING [ROUNDS]`` writes one
 setting's table into ``docs/byzantine_study.txt``, replacing that setting's
 earlier table (SETTING indexes SETTINGS; each takes one to two minutes on a
-loaded 2-core machine).
+loaded 2-core machine). ``... SETTING ROUNDS m1,m2`` prints only those
+methods' rows; with ``--merge`` after it, they replace (or join) their rows
+in the setting's table.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ threshold T, gain G (pair: also adjacent pairs); g6+ = a gross stage first (ridg
 6); rankL = candidates ranked by the scores at ridge L (above 2; t15: above 1.5), confirmed as
 conf8-3g4; robust = GCC(robust=True) as shipped (g6 + conf8-3g4); robust+r = with decoder ridge
 1e-4. Peers (Berrut coding, the same draws): bacc = BACC, no screening; bacc-orac = BACC dropping
-exactly the liars (the floor of any Berrut screen); approxifer = ApproxIFER(K, N, n_adversaries=A)
+exactly the liars (the floor of any Berrut screen); approxif = ApproxIFER(K, N, n_adversaries=A)
 (Soleymani et al., AAAI 2022: Berlekamp-Welch rational fits of type (K+A-1, K+A-1) per output
 coordinate, the A workers located by most coordinates dropped, Berrut decode of the rest; it drops A
 workers on every decode, so its precision is the share of liars among them). LCC with error
@@ -109,7 +111,7 @@ METHODS = {  # "_screen": arguments of gencc.robust.screen_outliers (the rest: G
     # peers, built by (K, N, A) -> scheme: Berrut coding plain, with the liars dropped, and ApproxIFER
     "bacc": lambda K, N, A: gencc.BACC(K, N),
     "bacc-orac": lambda K, N, A: _BerrutOracle(K, N),
-    "approxifer": lambda K, N, A: gencc.ApproxIFER(K, N, n_adversaries=A),
+    "approxif": lambda K, N, A: gencc.ApproxIFER(K, N, n_adversaries=A),
 }
 
 
@@ -220,12 +222,39 @@ def write(text, out):
     out.write_text(HEADER.rstrip("\n") + "\n" + body)
 
 
+def merge(text, out):
+    """Put the method rows (and the time line) of a partial table ``text`` into the same setting's
+    table in ``out``, replacing rows of the same method; the other rows stay as they are (every
+    method's cells are deterministic at seed 0, so rerunning only some methods changes nothing else)."""
+    new = text.strip("\n").split("\n")
+    old = out.read_text()
+    i = old.find("\n" + new[0] + "\n")
+    if i < 0:
+        raise SystemExit(f"no table {new[0]!r} in {out}: run the setting in full first")
+    j = old.find("\n## ", i + 1)
+    j = len(old) if j < 0 else j
+    rows = old[i + 1:j].rstrip("\n").split("\n")
+    for line in new[2:]:
+        key = line[:10]
+        at = [n for n, r in enumerate(rows) if r[:10] == key]
+        if line.startswith("time per decode"):
+            rows[-1] = line
+        elif at:
+            rows[at[0]] = line
+        else:
+            rows.insert(len(rows) - 1, line)  # before the time line
+    body = old[:i + 1] + "\n".join(rows) + "\n" + old[j:]
+    out.write_text(HEADER.rstrip("\n") + "\n" + body[body.find("\n## "):])  # the current header
+
+
 if __name__ == "__main__":
     i = int(sys.argv[1])
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     only = sys.argv[3].split(",") if len(sys.argv) > 3 else None  # a subset of METHODS: print only
     text = run(SETTINGS[i], rounds, only)
     print(text)
-    if only:
-        sys.exit(0)
-    write(text, Path(__file__).resolve().parent.parent / "docs" / "byzantine_study.txt")
+    out = Path(__file__).resolve().parent.parent / "docs" / "byzantine_study.txt"
+    if only and sys.argv[4:] == ["--merge"]:  # and put those rows into the setting's table
+        merge(text, out)
+    elif not only:
+        write(text, out)
