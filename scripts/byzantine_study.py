@@ -10,9 +10,12 @@ recall (means over draws with a flag / with a liar) and the false flags per
 draw. The "none" column is the honest cost: MSE with no liar over the plain
 decode's, and the false flags on honest workers.
 
-Run: ``python scripts/byzantine_study.py SETTING [ROUNDS]`` appends one
-setting's table to ``docs/byzantine_study.txt`` (SETTING indexes SETTINGS;
-each takes one to two minutes on a loaded 2-core machine).
+Run: ``python scripts/byzantine_study.py SETTING [ROUNDS]`` writes one
+setting's table into ``docs/byzantine_study.txt``, replacing that setting's
+earlier table (SETTING indexes SETTINGS; each takes one to two minutes on a
+loaded 2-core machine). ``... SETTING ROUNDS m1,m2`` prints only those
+methods' rows; with ``--merge`` after it, they replace (or join) their rows
+in the setting's table.
 """
 
 from __future__ import annotations
@@ -52,7 +55,13 @@ ridge L while above T (+r: decoder ridge 1e-4 too); local-w4 = that score over t
 threshold T, gain G (pair: also adjacent pairs); g6+ = a gross stage first (ridge 1e-4, threshold
 6); rankL = candidates ranked by the scores at ridge L (above 2; t15: above 1.5), confirmed as
 conf8-3g4; robust = GCC(robust=True) as shipped (g6 + conf8-3g4); robust+r = with decoder ridge
-1e-4. Time per decode: one batch, 10 repeats, on a loaded 2-core machine.
+1e-4. Peers (Berrut coding, the same draws): bacc = BACC, no screening; bacc-orac = BACC dropping
+exactly the liars (the floor of any Berrut screen); approxif = ApproxIFER(K, N, n_adversaries=A)
+(Soleymani et al., AAAI 2022: Berlekamp-Welch rational fits of type (K+A-1, K+A-1) per output
+coordinate, the A workers located by most coordinates dropped, Berrut decode of the rest; it drops A
+workers on every decode, so its precision is the share of liars among them). LCC with error
+correction is not run: none of these workloads is a polynomial. Time per decode: one batch, 10
+repeats, on a loaded 2-core machine.
 """
 
 SETTINGS = [  # workload, K, N, S, A
@@ -99,6 +108,10 @@ METHODS = {  # "_screen": arguments of gencc.robust.screen_outliers (the rest: G
     "rank6": dict(robust=True, _screen=dict(rank_lam=1e-6, rank_threshold=2.0)),
     "robust": dict(robust=True),           # robust=True as shipped: g6 + conf8-3g4
     "robust+r": dict(robust=True, lam_dec=1e-4),
+    # peers, built by (K, N, A) -> scheme: Berrut coding plain, with the liars dropped, and ApproxIFER
+    "bacc": lambda K, N, A: gencc.BACC(K, N),
+    "bacc-orac": lambda K, N, A: _BerrutOracle(K, N),
+    "approxif": lambda K, N, A: gencc.ApproxIFER(K, N, n_adversaries=A),
 }
 
 
@@ -119,6 +132,13 @@ class _Recording(bz.ByzantineModel):
 
 class _Oracle(gencc.GCC):
     """Removes exactly the liars of the last attack: the best any screen can do."""
+
+    def _screen(self, idx, Y2):
+        return ~np.isin(idx, _LAST["liars"])
+
+
+class _BerrutOracle(gencc.BACC):
+    """BACC that removes exactly the liars of the last attack: the floor of any Berrut screen."""
 
     def _screen(self, idx, Y2):
         return ~np.isin(idx, _LAST["liars"])
@@ -146,10 +166,13 @@ def run(setting, rounds, only=None):
     for mn, params in METHODS.items():
         if only and mn not in only:
             continue
-        params = dict(params)
-        extra = params.pop("_screen", {})
+        if callable(params):  # a peer
+            extra, scheme = {}, params(K, N, A)
+        else:
+            params = dict(params)
+            extra = params.pop("_screen", {})
+            scheme = plain.with_params(**params) if mn != "oracle" else _Oracle(K, N)
         gcc_mod.screen_outliers = functools.partial(screen_outliers, **extra)
-        scheme = plain.with_params(**params) if mn != "oracle" else _Oracle(K, N)
         cells, t0, gms = [], time.perf_counter(), []
         for an, make in ATTACKS.items():
             ev = gencc.evaluate(w.f, scheme, w.X, st.RandomStragglers(S), rounds=rounds, seed=0, task=task,
@@ -172,14 +195,56 @@ def run(setting, rounds, only=None):
     Y = np.asarray(w.f(plain.encode(Xb)), dtype=np.float64).reshape(N, -1)
     ret = np.arange(S, N)
     times = []
-    for sch in (plain, plain.with_params(robust=True)):
+    for sch in (plain, plain.with_params(robust=True), gencc.ApproxIFER(K, N, n_adversaries=A)):
         sch.decode_with_info(Y[ret], ret)
         t0 = time.perf_counter()
         for _ in range(10):
             sch.decode_with_info(Y[ret], ret)
         times.append((time.perf_counter() - t0) / 10 * 1e3)
-    lines.append(f"time per decode (m = {Y.shape[1]}): plain {times[0]:.1f} ms, robust {times[1]:.1f} ms")
+    lines.append(f"time per decode (m = {Y.shape[1]}): plain {times[0]:.1f} ms, robust {times[1]:.1f} ms, "
+                 f"approxifer {times[2]:.1f} ms")
     return "\n".join(lines)
+
+
+def write(text, out):
+    """Put a setting's table into ``out``: in place of that setting's earlier table, else at the end;
+    the file's header is rewritten to the current HEADER."""
+    old = out.read_text() if out.exists() else HEADER
+    i = old.find("\n## ")
+    body = old[i:] if i >= 0 else ""
+    key = text.lstrip("\n").split("(", 1)[0]  # "## name  K=.. N=.. S=.. A=..  "
+    j = body.find("\n" + key)
+    if j >= 0:
+        k = body.find("\n## ", j + 1)
+        body = body[:j] + "\n" + text.lstrip("\n").rstrip("\n") + "\n" + (body[k:] if k >= 0 else "")
+    else:
+        body = body.rstrip("\n") + "\n" + text.rstrip("\n") + "\n"
+    out.write_text(HEADER.rstrip("\n") + "\n" + body)
+
+
+def merge(text, out):
+    """Put the method rows (and the time line) of a partial table ``text`` into the same setting's
+    table in ``out``, replacing rows of the same method; the other rows stay as they are (every
+    method's cells are deterministic at seed 0, so rerunning only some methods changes nothing else)."""
+    new = text.strip("\n").split("\n")
+    old = out.read_text()
+    i = old.find("\n" + new[0] + "\n")
+    if i < 0:
+        raise SystemExit(f"no table {new[0]!r} in {out}: run the setting in full first")
+    j = old.find("\n## ", i + 1)
+    j = len(old) if j < 0 else j
+    rows = old[i + 1:j].rstrip("\n").split("\n")
+    for line in new[2:]:
+        key = line[:10]
+        at = [n for n, r in enumerate(rows) if r[:10] == key]
+        if line.startswith("time per decode"):
+            rows[-1] = line
+        elif at:
+            rows[at[0]] = line
+        else:
+            rows.insert(len(rows) - 1, line)  # before the time line
+    body = old[:i + 1] + "\n".join(rows) + "\n" + old[j:]
+    out.write_text(HEADER.rstrip("\n") + "\n" + body[body.find("\n## "):])  # the current header
 
 
 if __name__ == "__main__":
@@ -188,10 +253,8 @@ if __name__ == "__main__":
     only = sys.argv[3].split(",") if len(sys.argv) > 3 else None  # a subset of METHODS: print only
     text = run(SETTINGS[i], rounds, only)
     print(text)
-    if only:
-        sys.exit(0)
     out = Path(__file__).resolve().parent.parent / "docs" / "byzantine_study.txt"
-    if not out.exists():
-        out.write_text(HEADER)
-    with open(out, "a") as fh:
-        fh.write(text + "\n")
+    if only and sys.argv[4:] == ["--merge"]:  # and put those rows into the setting's table
+        merge(text, out)
+    elif not only:
+        write(text, out)

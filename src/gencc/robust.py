@@ -1,17 +1,94 @@
 """Screening returned outputs for Byzantine workers before a decode.
 
 GCC's robust decode (``GCC(robust=True)``) calls :func:`screen_outliers` on
-the returned outputs and decodes without the workers it flags.
+the returned outputs and decodes without the workers it flags. The peers
+locate errors algebraically with :func:`berlekamp_welch`: ApproxIFER by a
+rational fit per output coordinate and a vote, LCC (``n_adversaries``) by
+a polynomial fit with an error locator, exact for polynomial f.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.polynomial import chebyshev
 
+from ._validation import check_int
 from .kernels import Kernel, Sobolev2
 from .ridge import KernelRidge
 
-__all__ = ["screen_outliers", "standardised_loo"]
+__all__ = ["berlekamp_welch", "screen_outliers", "standardised_loo"]
+
+
+def berlekamp_welch(t, Y, num_degree: int, den_degree: int) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares Berlekamp-Welch fits, one per column of ``Y``: the error locator at the nodes.
+
+    Parameters
+    ----------
+    t : array_like, shape (n,)
+        Nodes on [-1, 1] (the returned workers' points beta), distinct.
+    Y : array_like, shape (n, m)
+        Values at the nodes, one fit per column.
+    num_degree, den_degree : int
+        Degrees a and b of the polynomials P and Q of each fit; needs
+        ``n >= a + b + 1`` for a unique fit of exact data.
+
+    Returns
+    -------
+    locator : ndarray, shape (n, m)
+        ``|Q_j(t_i)|`` over ``max_i |Q_j(t_i)|``: near 0 at the nodes the
+        fit of column j judges wrong. Columns that are constant (no spread
+        to fit) are all ones.
+    valid : ndarray of bool, shape (m,)
+        False for those constant columns.
+
+    Notes
+    -----
+    For each column y, standardised as ``z = (y - median y) / s`` (s the
+    median absolute deviation about the median, or the largest deviation
+    where that is 0; an affine change of y keeps the degrees of P / Q), it
+    finds P of degree a and Q of degree b, not both zero, minimising
+    ``sum_i (P(t_i) - z_i Q(t_i))^2`` with the coefficients in the
+    Chebyshev basis of unit norm: the right singular vector of the smallest
+    singular value of ``[V_a, -diag(z) V_b]`` (n, a + b + 2), V the
+    Chebyshev-Vandermonde matrices. If z agrees with a rational function
+    p / q of type (a - e, b - e) except at e <= E nodes, with
+    ``n >= a + b + 1``, then P = p L and Q = q L, L the error locator
+    ``prod (t - t_err)``, solve it exactly [1]_: Q vanishes at the wrong
+    nodes. For polynomial data take b = e (q = 1), the classical decoder
+    of Reed-Solomon codes over the reals. For data that is only close to
+    such a rational function the least-squares solution is an
+    approximation, and so is the location.
+
+    References
+    ----------
+    .. [1] L. R. Welch, E. R. Berlekamp, "Error correction for algebraic
+       block codes", US Patent 4,633,470 (1986).
+    """
+    t = np.asarray(t, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64).reshape(t.size, -1)
+    a = check_int(num_degree, "num_degree", minimum=0)
+    b = check_int(den_degree, "den_degree", minimum=0)
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(Y))):
+        raise ValueError("berlekamp_welch: t and Y must be finite")
+    n, m = Y.shape
+    med = np.median(Y, axis=0)
+    dev = np.abs(Y - med)
+    s = np.median(dev, axis=0)
+    s = np.where(s > 0, s, dev.max(axis=0))
+    valid = s > 0
+    locator = np.ones((n, m))
+    if not valid.any():
+        return locator, valid
+    Z = (Y[:, valid] - med[valid]) / s[valid]  # (n, m')
+    Va = chebyshev.chebvander(t, a)
+    Vb = chebyshev.chebvander(t, b)
+    M = np.concatenate([np.broadcast_to(Va, (Z.shape[1], n, a + 1)), -Z.T[:, :, None] * Vb[None]], axis=2)
+    Vt = np.linalg.svd(M, full_matrices=True)[2]  # (m', a + b + 2, a + b + 2)
+    q = Vt[:, -1, a + 1:]  # the denominators' coefficients, (m', b + 1)
+    Q = np.abs(Vb @ q.T)  # (n, m')
+    top = Q.max(axis=0)
+    locator[:, valid] = Q / np.where(top > 0, top, 1.0)
+    return locator, valid
 
 
 def standardised_loo(t, Y, kernel: Kernel | None = None, lam: float = 1e-8) -> np.ndarray:

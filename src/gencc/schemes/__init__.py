@@ -1,18 +1,19 @@
 """Coding schemes: GCC and the peers it is compared with, on one interface."""
 
 from .base import CodingScheme, Decoded
+from .approxifer import ApproxIFER
 from .bacc import BACC
 from .gcc import GCC, LeTCC
 from .lcc import LCC
 from .parm import ParM
 from .replication import Replication, Uncoded
 
-SCHEMES = {cls.name: cls for cls in (GCC, LeTCC, BACC, LCC, Replication, Uncoded)}
+SCHEMES = {cls.name: cls for cls in (GCC, LeTCC, BACC, ApproxIFER, LCC, Replication, Uncoded)}
 
 
 def make_scheme(name: str, n_inputs: int, n_workers: int, **params) -> CodingScheme:
     """Build a scheme by its short name (``"gcc"``, ``"letcc"``, ``"bacc"``,
-    ``"lcc"``, ``"replication"``, ``"uncoded"``)."""
+    ``"approxifer"``, ``"lcc"``, ``"replication"``, ``"uncoded"``)."""
     try:
         cls = SCHEMES[name]
     except KeyError:
@@ -20,5 +21,5 @@ def make_scheme(name: str, n_inputs: int, n_workers: int, **params) -> CodingSch
     return cls(n_inputs=n_inputs, n_workers=n_workers, **params)
 
 
-__all__ = ["CodingScheme", "Decoded", "GCC", "LeTCC", "BACC", "LCC", "ParM", "Replication", "Uncoded",
-           "SCHEMES", "make_scheme"]
+__all__ = ["CodingScheme", "Decoded", "GCC", "LeTCC", "BACC", "ApproxIFER", "LCC", "ParM", "Replication",
+           "Uncoded", "SCHEMES", "make_scheme"]

@@ -74,9 +74,10 @@ class Decoded:
     info : dict
         Scheme-specific facts, e.g. the kernel and ridge chosen and
         ``"loo_mse"`` (or ``"error_estimate"``), the decoder's own estimate of
-        its mean squared error. A robust decode (``GCC(robust=True)``) adds
-        ``"flagged"``, the sorted worker indices it judged wrong and left
-        out (int64, possibly empty). A systematic scheme adds ``"exact"``, a boolean
+        its mean squared error. A robust decode (``GCC(robust=True)``,
+        :class:`~gencc.ApproxIFER`, ``LCC(n_adversaries=A)`` with A > 0)
+        adds ``"flagged"``, the sorted worker indices it judged wrong and
+        left out (int64, possibly empty). A systematic scheme adds ``"exact"``, a boolean
         mask of shape (K,): the inputs answered by their own returned worker,
         copied as is.
     """
@@ -566,8 +567,14 @@ class CodingScheme:
         return self._decode_many(Y, returned, True)
 
     @property
-    def _joint_many(self) -> bool:  # a robust decode screens each batch on its own
-        return self.caches_decoders and not getattr(self, "robust", False)
+    def _screens(self) -> bool:
+        """Whether decodes screen the returned outputs first (``GCC(robust=True)``,
+        ApproxIFER and LCC with ``n_adversaries`` > 0)."""
+        return bool(getattr(self, "robust", False)) or getattr(self, "n_adversaries", 0) > 0
+
+    @property
+    def _joint_many(self) -> bool:  # a screening decode screens each batch on its own
+        return self.caches_decoders and not self._screens
 
     def _decode_joint(self, Y, returned):
         idx = check_returned(returned, self.n_workers)
