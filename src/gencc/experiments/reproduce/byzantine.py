@@ -198,8 +198,9 @@ def plot(grid, rate, slopes, methods, cfg, path):
             if any(a is not None for a in acc):
                 axes[1][j].plot(As, [np.nan if a is None else a for a in acc], marker=marker, color=color, label=m)
         axes[0][j].axhline(2.0, color="grey", ls=":", lw=1)
-        axes[0][j].set(xlabel="A (liars)", ylabel="MSE / adversary-free MSE (geo. mean over attacks)", title=title)
-        axes[1][j].set(xlabel="A (liars)", ylabel="argmax agreement with f (mean over attacks)", title=title)
+        axes[0][j].set(xlabel="A (liars)", ylabel="MSE / adversary-free MSE\n(geo. mean over attacks; dotted: 2x)",
+                      title=title)
+        axes[1][j].set(xlabel="A (liars)", ylabel="argmax agreement with f\n(mean over attacks)", title=title)
         if not axes[1][j].lines:
             axes[1][j].text(0.5, 0.5, "regression: no argmax", ha="center", va="center",
                             transform=axes[1][j].transAxes)
