@@ -208,3 +208,15 @@ def test_a_lying_systematic_worker_is_flagged_and_its_input_decoded_from_paritie
     assert dec.info["exact"].tolist() == [True, False, True, True]
     assert np.allclose(dec.estimate, s.with_params(robust=False).decode(np.delete(Yr, 1, 0), np.delete(ret, 1)))
     assert np.abs(dec.estimate[1] - np.sin(2 * X[1])).max() < 0.1  # not the lie (off by 30)
+
+
+def test_evaluate_drop_liars_is_the_oracle_that_decodes_without_them():
+    w = np.random.default_rng(0).uniform(-1, 1, size=(40, 3))
+    s = gencc.GCC(4, 16)
+    attack = bz.ScaledOutput(2)
+    plain = gencc.evaluate(np.sin, s, w, st.RandomStragglers(1), rounds=4, byzantine=attack)
+    oracle = gencc.evaluate(np.sin, s, w, st.RandomStragglers(1), rounds=4, byzantine=attack, drop_liars=True)
+    assert np.array_equal(oracle.samples["clean_mse"], plain.samples["clean_mse"])  # the same draws
+    assert np.all(oracle.samples["mse"] < 0.01 * plain.samples["mse"])
+    with pytest.raises(ValueError, match="drop_liars needs an attack"):
+        gencc.evaluate(np.sin, s, w, st.RandomStragglers(1), rounds=1, drop_liars=True)

@@ -17,6 +17,8 @@ TINY = ReproduceConfig(
     dnn_models=("lenet5", "minilm"), dnn_settings=((8, 2, 2), (8, 2, 6)), rounds=3, worst_rounds=1, dnn_rounds=3,
     degraded_models=("lenet5", "minilm"), degraded_Ks=(2,), degraded_Rs=(1, 2), degraded_Ss=(0, 1, "N-K"),
     degraded_rounds=4,
+    byzantine_models=("xsinx", "lenet5"), byzantine_settings=((16, 4, 1),), byzantine_As=(0, 2),
+    byzantine_attacks=("scale", "colluding"), byzantine_rounds=3, byzantine_rate_Ns=(16, 24, 32),
 )
 
 
@@ -40,7 +42,7 @@ def test_every_sweep_writes_csv_json_and_png_that_parse(run):
         assert (out / sweep / f"{sweep}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"== {sweep} ==" in "\n".join(lines)
     summary = json.loads((out / "reproduce.json").read_text())
-    assert set(summary["slopes"]) == {"rate", "bernoulli"}
+    assert set(summary["slopes"]) == {"rate", "bernoulli", "byzantine"}
     with open(out / "dnn" / "dnn.csv", newline="") as fh:
         assert "params" in next(csv.reader(fh))
 
@@ -100,6 +102,50 @@ def test_degraded_sweep_reports_exact_share_and_degraded_metrics(run):
     assert lenet and all(r["degraded_accuracy"] is not None and 0 <= r["degraded_accuracy"] <= 1 for r in lenet)
     assert all(r["exact_share"] < 1 for r in lenet)
     assert all(r["cosine"] is not None for r in rows if r["workload"] == "minilm")
+
+
+def test_byzantine_sweep_compares_every_method_on_the_same_draws(run):
+    out, results, lines = run
+    res = results["byzantine"]
+    rows = res["rows"]
+    methods = {"gcc", "gcc-robust", "bacc", "letcc", "oracle"}
+    grid = [r for r in rows if (r["N"], r["K"], r["S"]) == (16, 4, 1)]
+    assert {(r["workload"], r["A"], r["attack"]) for r in grid} == {
+        (w, A, a) for w in ("xsinx", "lenet5") for A, a in ((0, "none"), (2, "scale"), (2, "colluding"))}
+    for key in {(r["workload"], r["A"], r["attack"]) for r in grid}:
+        same = {r["scheme"]: r for r in grid if (r["workload"], r["A"], r["attack"]) == key}
+        assert set(same) == methods
+        if key[1] == 0:
+            assert same["gcc"]["mse/clean"] == pytest.approx(1.0) and same["oracle"]["mse"] == same["gcc"]["mse"]
+            continue
+        # one adversary-free reference per setting: every method's clean decode saw the same draws
+        assert same["gcc"]["clean_mse"] == same["oracle"]["clean_mse"]
+        assert same["gcc-robust"]["flag_recall"] is not None and same["gcc"].get("flag_recall") is None
+        if key[2] == "scale":  # outputs x 10: dropping the liars is far better than decoding them
+            assert same["oracle"]["mse"] < 0.1 * same["gcc"]["mse"]
+            assert same["gcc-robust"]["flag_recall"] >= 0.5
+    assert all(r["accuracy"] is not None for r in grid if r["workload"] == "lenet5")
+    assert {r["A"] for r in rows if r["N"] in (16, 24, 32) and r["K"] == 4 and r["S"] == 2} == {4, 5, 6}  # round(N^.5)
+    slopes = {(s["attack"], s["scheme"]): s["slope"] for s in res["slopes"]}
+    assert set(slopes) == {(a, m) for a in ("scale", "colluding") for m in ("gcc", "gcc-robust", "oracle")} | {
+        ("none", "gcc, no liars")}
+    assert all(np.isfinite(v) for v in slopes.values())
+    assert {t["A"] for t in res["targets"]} == {1} or not res["targets"]  # A <= N/10 only
+    assert len(res["summary"]) == 4 and all("robust recall" in r for r in res["summary"])
+    text = "\n".join(lines)
+    assert "robust GCC's flag precision and recall" in text and "fitted log-log slopes of MSE against N, xsinx" in text
+    for name in ("summary.csv", "targets.csv", "slopes.csv"):
+        assert (out / "byzantine" / name).exists()
+
+
+def test_byzantine_methods_are_one_line_each():
+    from gencc.experiments.reproduce.cells import BYZANTINE_METHODS
+
+    assert ReproduceConfig().byzantine_methods == tuple(BYZANTINE_METHODS)
+    for name, build in BYZANTINE_METHODS.items():
+        s = build(4, 16, 2)
+        assert (s.n_inputs, s.n_workers) == (4, 16), name
+    assert BYZANTINE_METHODS["gcc-robust"](4, 16, 2).robust and not BYZANTINE_METHODS["oracle"](4, 16, 2).robust
 
 
 def test_degraded_scheme_names_build():
@@ -178,7 +224,7 @@ def test_rerun_resumes_without_recomputing_and_survives_a_cut_line(run, tmp_path
     assert f"resuming: {total} of {total} cells" in lines[0]
     assert again["rate"]["rows"] == results["rate"]["rows"]
     summary = json.loads((out / "reproduce.json").read_text())  # one sweep re-run keeps the others' summary
-    assert summary["sweeps"] == list(SWEEPS) and set(summary["slopes"]) == {"rate", "bernoulli"}
+    assert summary["sweeps"] == list(SWEEPS) and set(summary["slopes"]) == {"rate", "bernoulli", "byzantine"}
     # a changed setting is new work, and stale cells do not leak into its tables
     lines = []
     other = run_reproduce(out, sweeps=["rate"], config=ReproduceConfig(**{**TINY.to_dict(), "rate_Ns": (16, 20, 24)}),

@@ -20,6 +20,11 @@ bias, the colluding curve) is read from the *honest* returned outputs, per
 output coordinate, so an attack is as large relative to f's outputs on every
 workload.
 
+The runtime injects the same attacks into real workers
+(:class:`gencc.runtime.Faults`): a worker sees only its own output, so it
+scales its lie by an :class:`OutputScale` the fault plan gives it, through
+the same :meth:`ByzantineModel.lie` the harness uses.
+
 References
 ----------
 .. [1] M. Soleymani, R. E. Ali, H. Mahdavifar, A. S. Avestimehr,
@@ -39,7 +44,7 @@ import numpy as np
 from ._validation import check_batch, check_int, check_nonnegative, check_returned, rng_from
 
 __all__ = [
-    "ByzantineModel", "SignFlip", "ScaledOutput", "RandomOutput", "ConstantBias", "CopyOutput",
+    "ByzantineModel", "OutputScale", "SignFlip", "ScaledOutput", "RandomOutput", "ConstantBias", "CopyOutput",
     "ColludingSmooth", "make_attack", "ATTACKS",
 ]
 
@@ -55,6 +60,30 @@ def _check_workers(workers):
     if np.unique(arr).size != arr.size:
         raise ValueError(f"workers must not repeat a worker, got {arr.tolist()}")
     return np.sort(arr.astype(np.int64))
+
+
+@dataclass(frozen=True)
+class OutputScale:
+    """What an attack scales its lie by, per output coordinate (flattened, shape (m,)).
+
+    Attributes
+    ----------
+    std : ndarray, shape (m,)
+        Spread of honest outputs: the unit of :class:`ConstantBias` and
+        :class:`ColludingSmooth`.
+    low, high : ndarray, shape (m,)
+        Range of honest outputs: where :class:`RandomOutput` draws.
+    """
+
+    std: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def of(cls, Y) -> "OutputScale":
+        """From honest outputs ``Y`` (n, m): their per-coordinate std, min and max."""
+        Y = np.asarray(Y, dtype=np.float64)
+        return cls(Y.std(axis=0), Y.min(axis=0), Y.max(axis=0))
 
 
 @dataclass
@@ -73,10 +102,12 @@ class ByzantineModel:
 
     Notes
     -----
-    Subclasses implement ``_corrupt(Y, honest, bad, points, rng)``: ``Y``
-    (n, m) the returned outputs flattened, ``honest`` and ``bad`` boolean
-    masks of shape (n,), ``points`` (n,) the workers' points beta or None;
-    it returns the new rows for ``bad``, shape (A, m).
+    Subclasses implement :meth:`lie` (what liars return, given their honest
+    outputs and an :class:`OutputScale`), or, when a lie needs the other
+    workers' outputs (:class:`CopyOutput`), ``_corrupt(Y, honest, bad,
+    points, rng)``: ``Y`` (n, m) the returned outputs flattened, ``honest``
+    and ``bad`` boolean masks of shape (n,), ``points`` (n,) the workers'
+    points beta or None; it returns the new rows for ``bad``, shape (A, m).
     """
 
     n_adversaries: int = 0
@@ -140,16 +171,35 @@ class ByzantineModel:
             out[bad] = self._corrupt(Y2, honest, bad, points, rng)
         return out.reshape((idx.size, *shape)), liars
 
-    def _corrupt(self, Y, honest, bad, points, rng):  # pragma: no cover - abstract
-        raise NotImplementedError
+    def lie(self, Y, scale: OutputScale, points=None, rng=None) -> np.ndarray:
+        """What liars return instead of their honest outputs.
+
+        Parameters
+        ----------
+        Y : ndarray, shape (A, m)
+            The liars' honest outputs, flattened.
+        scale : OutputScale
+            Per-coordinate spread and range of honest outputs (``m`` each).
+        points : ndarray, shape (A,), optional
+            The liars' points beta (:class:`ColludingSmooth` needs them).
+        rng : Generator, optional
+
+        Returns
+        -------
+        ndarray, shape (A, m)
+        """
+        raise NotImplementedError(f"{type(self).__name__} needs the other workers' outputs to lie")
+
+    def _corrupt(self, Y, honest, bad, points, rng):
+        return self.lie(Y[bad], OutputScale.of(Y[honest]), None if points is None else points[bad], rng)
 
 
 @dataclass
 class SignFlip(ByzantineModel):
     """Each liar returns ``-f(x~_n)``."""
 
-    def _corrupt(self, Y, honest, bad, points, rng):
-        return -Y[bad]
+    def lie(self, Y, scale, points=None, rng=None):
+        return -np.asarray(Y, dtype=np.float64)
 
 
 @dataclass
@@ -172,8 +222,8 @@ class ScaledOutput(ByzantineModel):
             raise ValueError("factor must differ from 1 (factor = 1 is an honest worker)")
         self.factor = float(self.factor)
 
-    def _corrupt(self, Y, honest, bad, points, rng):
-        return self.factor * Y[bad]
+    def lie(self, Y, scale, points=None, rng=None):
+        return self.factor * np.asarray(Y, dtype=np.float64)
 
 
 @dataclass
@@ -181,9 +231,9 @@ class RandomOutput(ByzantineModel):
     """Each liar returns an output drawn uniformly, per coordinate, from the
     range [min, max] of the honest returned outputs in that coordinate."""
 
-    def _corrupt(self, Y, honest, bad, points, rng):
-        lo, hi = Y[honest].min(axis=0), Y[honest].max(axis=0)
-        return lo + (hi - lo) * rng.random((int(bad.sum()), Y.shape[1]))
+    def lie(self, Y, scale, points=None, rng=None):
+        Y = np.asarray(Y)
+        return scale.low + (scale.high - scale.low) * rng_from(rng).random(Y.shape)
 
 
 @dataclass
@@ -206,8 +256,8 @@ class ConstantBias(ByzantineModel):
             raise ValueError("multiple must be > 0 (a zero bias is an honest worker)")
         self.multiple = float(self.multiple)
 
-    def _corrupt(self, Y, honest, bad, points, rng):
-        return Y[bad] + self.multiple * Y[honest].std(axis=0)
+    def lie(self, Y, scale, points=None, rng=None):
+        return np.asarray(Y, dtype=np.float64) + self.multiple * scale.std
 
 
 @dataclass
@@ -256,12 +306,18 @@ class ColludingSmooth(ByzantineModel):
         self.amplitude = float(self.amplitude)
         self.frequency = check_nonnegative(self.frequency, "frequency")
 
-    def _corrupt(self, Y, honest, bad, points, rng):
+    def lie(self, Y, scale, points=None, rng=None):
+        """The phase and direction come first from ``rng``: liars given generators
+        seeded alike (the runtime's colluding workers) add the same curve."""
+        if points is None:
+            raise ValueError("ColludingSmooth needs the liars' points beta")
+        Y = np.asarray(Y, dtype=np.float64)
+        rng = rng_from(rng)
         phase = rng.uniform(-1.0, 1.0)
         d = rng.standard_normal(Y.shape[1])
         d *= np.sqrt(Y.shape[1]) / max(np.linalg.norm(d), np.finfo(float).tiny)
-        g = self.amplitude * np.cos(np.pi * self.frequency * (points[bad] - phase))
-        return Y[bad] + g[:, None] * (d * Y[honest].std(axis=0))[None, :]
+        g = self.amplitude * np.cos(np.pi * self.frequency * (np.asarray(points, dtype=np.float64) - phase))
+        return Y + g[:, None] * (d * scale.std)[None, :]
 
 
 ATTACKS = {

@@ -116,11 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--extra", default=None, help="comma list of extra-worker counts E (default 1,2,4,8)")
     d.add_argument("--seed", type=int, default=0)
     r = sub.add_parser("reproduce", help="the paper's experiments: error vs N, vs S, Bernoulli stragglers, DNN table, "
-                                             "degraded mode of systematic codes")
+                                             "degraded mode of systematic codes, Byzantine workers")
     r.add_argument("--out", default="gencc-reproduce", help="output folder (one sub-folder per sweep)")
     r.add_argument("--quick", action="store_true", help="a small version, a few minutes on 2 cores")
     r.add_argument("--sweeps", type=_sweeps_arg, default=None,
-                   help="comma list of sweeps to run (default: rate,stragglers,bernoulli,dnn,degraded)")
+                   help="comma list of sweeps to run (default: all of rate,stragglers,bernoulli,dnn,degraded,"
+                        "byzantine; byzantine: MSE, argmax agreement and flags against the number of Byzantine "
+                        "workers A, about 10 minutes on 2 cores)")
     r.add_argument("--fresh", action="store_true", help="ignore results already in --out instead of resuming")
     r.add_argument("--seed", type=int, default=0)
     _add_bench(sub)

@@ -174,7 +174,7 @@ def cosine_similarity(A, B) -> np.ndarray:
 
 def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: int = 20, draws: int = 1,
              seed=0, task: str = "regression", confidence: float = 0.95, progress: bool = False,
-             byzantine=None) -> Evaluation:
+             byzantine=None, drop_liars: bool = False) -> Evaluation:
     """Measure a scheme's decoding accuracy on f under a straggler model.
 
     Parameters
@@ -212,6 +212,10 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
         (over draws with a flag) and ``"flag_recall"`` (over draws with a
         liar), the last three only for decoders that report ``"flagged"``.
         Adversarial straggler models still score honest decodes.
+    drop_liars : bool
+        With ``byzantine``: decode from the honest returned workers only, as
+        an oracle that knows the liars would (the floor of any screen); the
+        liars count as stragglers (a draw left with too few returns fails).
 
     Returns
     -------
@@ -239,6 +243,8 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
         if not isinstance(byzantine, ByzantineModel):
             raise TypeError(f"byzantine must be a gencc.byzantine.ByzantineModel or None, got {byzantine!r}")
         brng = rng.spawn(1)[0]  # its own stream: the straggler draws stay those without an attack
+    if drop_liars and byzantine is None:
+        raise ValueError("drop_liars needs an attack (byzantine=...) whose liars to drop")
     samples = {k: [] for k in ("mse", "rmse", "max_error", "loo_mse")}
     samples["exact_share"], samples["degraded_mse"] = [], []
     if task == "classification":
@@ -279,7 +285,11 @@ def evaluate(f, scheme: CodingScheme, X, stragglers: StragglerModel, *, rounds: 
             if byzantine is not None:
                 Yret, liars = byzantine.attack(Yret, ret, brng, points=scheme.beta[ret])
             try:
-                dec = scheme.decode_with_info(Yret, ret)
+                if drop_liars:
+                    keep = ~np.isin(ret, liars)
+                    dec = scheme.decode_with_info(Yret[keep], ret[keep])
+                else:
+                    dec = scheme.decode_with_info(Yret, ret)
                 est, ok, loo = dec.estimate, np.ones(K, dtype=bool), dec.error_estimate
                 if byzantine is not None:
                     clean = scheme.decode(Y[ret], ret)

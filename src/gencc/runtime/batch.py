@@ -49,6 +49,12 @@ class BatchResult:
     decode_info : dict
         The scheme's decode info; a systematic scheme's ``"exact"`` is a
         boolean mask over the B*K inputs (answered by their own worker).
+    flagged : tuple of int
+        Returned slots whose outputs the decoder judged wrong (Byzantine) and
+        decoded without (``decode_info["flagged"]`` of a robust decode, e.g.
+        ``GCC(robust=True)``); they stay in ``returned``. Empty for schemes
+        without a robust decode. The executor's ``stats["flagged"]`` sums
+        them over answered batches (what :meth:`submit_one` callers can see).
     """
 
     batch: int
@@ -64,6 +70,7 @@ class BatchResult:
     decode_time: float = 0.0
     error_estimate: float | None = None
     decode_info: dict = field(default_factory=dict, repr=False)
+    flagged: tuple = ()
 
     def output(self, k: int) -> np.ndarray:
         """Output of input k, or MissingOutputsError if it has none."""

@@ -150,8 +150,9 @@ class CodedExecutor(StreamingExecutor):
     Attributes
     ----------
     stats : collections.Counter
-        Batches answered and failed, erasures, crashes, hangs, re-dispatches
-        and late results.
+        Batches answered and failed, erasures, crashes, hangs, re-dispatches,
+        late results and ``"flagged"`` (returned workers a robust decode left
+        out as wrong, summed over batches; see ``BatchResult.flagged``).
     returned_counts : collections.Counter
         For each answered batch, how many usable results it was decoded from.
     timings : collections.Counter
@@ -785,10 +786,12 @@ class CodedExecutor(StreamingExecutor):
             compute_seconds={int(s): b.compute_seconds[s] for s in slots}, micro_batch=b.size,
             wall_time=time.monotonic() - b.t0 + b.encode_time, encode_time=b.encode_time,
             decode_time=time.monotonic() - t0, error_estimate=None if est is None else float(est),
-            decode_info=info,
+            decode_info=info, flagged=tuple(int(s) for s in info.get("flagged", ())),
         )
         self._retire(b)
         self.stats["batches"] += 1
+        if res.flagged:
+            self.stats["flagged"] += len(res.flagged)
         self.returned_counts[len(slots)] += 1
         self.timings["batches"] += 1
         self.timings["encode"] += res.encode_time

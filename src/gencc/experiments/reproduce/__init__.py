@@ -1,4 +1,4 @@
-"""`gencc reproduce`: the paper's experiments as five sweeps, resumable.
+"""`gencc reproduce`: the paper's experiments as six sweeps, resumable.
 
 1. ``rate``: error against N (log grid) at fixed K and S, random and worst-case
    stragglers, with fitted log-log slopes and the O(S^3 N^-3) reference.
@@ -11,6 +11,11 @@
 5. ``degraded``: systematic codes (and ParM where available) in degraded
    mode: exact share, argmax agreement and MSE over the inputs whose own
    systematic worker straggled, against K and N - K.
+6. ``byzantine``: MSE, argmax agreement and flag precision/recall against the
+   number of liars A (besides S stragglers), per attack of
+   :mod:`gencc.byzantine`, for plain and robust GCC, BACC, LeTCC and an
+   oracle that drops exactly the liars; and the fitted rate of robust GCC's
+   MSE against N with A = round(N^a) liars.
 
 Every cell (one scheme at one setting) is evaluated by :func:`gencc.evaluate`
 and appended to ``<out>/<sweep>/cells.jsonl`` as soon as it is done, so an

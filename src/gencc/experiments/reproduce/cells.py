@@ -7,8 +7,9 @@ import zlib
 from dataclasses import dataclass
 
 from ... import stragglers as st
+from ...byzantine import make_attack
 from ...evaluate import evaluate
-from ...schemes import make_scheme
+from ...schemes import GCC, make_scheme
 from ...workloads import get
 from ..compare import build_schemes
 from ..peers import params_label, tuned
@@ -43,6 +44,21 @@ def _parm_applies(K, N) -> bool:
 # Schemes beyond make_scheme's names: name -> (factory(K, N, workload), applies(K, N)).
 # A "<name>-sys" is make_scheme's <name> with worker_points="systematic".
 EXTRA_SCHEMES = {"parm": (_parm, _parm_applies)}
+
+
+# Methods of the byzantine sweep: name -> factory(K, N, A) of its scheme (A: the number of
+# adversaries, for a scheme built to resist a given number). "letcc" runs at its best ridges
+# (TUNED); "oracle" decodes plain GCC from the honest returned workers only (BYZANTINE_ORACLES).
+# A new method is one line here, e.g. the ApproxIFER scheme: "approxifer" built as
+# ApproxIFER(K, N, n_adversaries=A); it then joins ReproduceConfig.byzantine_methods' default.
+BYZANTINE_METHODS = {
+    "gcc": lambda K, N, A: GCC(K, N),
+    "gcc-robust": lambda K, N, A: GCC(K, N, robust=True),
+    "bacc": lambda K, N, A: make_scheme("bacc", K, N),
+    "letcc": lambda K, N, A: make_scheme("letcc", K, N),
+    "oracle": lambda K, N, A: GCC(K, N),
+}
+BYZANTINE_ORACLES = ("oracle",)  # decode without exactly the liars (evaluate's drop_liars)
 
 
 def base_name(name: str) -> str:
@@ -81,11 +97,16 @@ class Cell:
     degree: int | None = None  # LCC's assumed degree of f; None for the other schemes
     grid: tuple | None = None  # parameter grid a tuned scheme is chosen from
     calib_rounds: int | None = None  # calibration batches per candidate of the grid
+    A: int | None = None  # byzantine sweep: adversaries among the returned workers
+    attack: str | None = None  # byzantine sweep: a name of gencc.byzantine.ATTACKS, or "none" (A = 0)
 
     @property
     def key(self) -> str:
-        return json.dumps([CELL_VERSION, self.sweep, self.workload, self.N, self.K, self.scheme, self.stragglers,
-                           self.S, self.p, self.rounds, self.seed, self.degree, self.grid, self.calib_rounds])
+        fields = [CELL_VERSION, self.sweep, self.workload, self.N, self.K, self.scheme, self.stragglers,
+                  self.S, self.p, self.rounds, self.seed, self.degree, self.grid, self.calib_rounds]
+        if self.attack is not None:  # only byzantine cells: the other sweeps' keys stay as they were
+            fields += [self.A, self.attack]
+        return json.dumps(fields)
 
     def _seed(self, *extra) -> int:
         return zlib.crc32(json.dumps([self.seed, self.sweep, self.workload, self.N, self.K, self.stragglers,
@@ -93,7 +114,8 @@ class Cell:
 
     @property
     def setting_seed(self) -> int:
-        # same seed for every scheme of a setting: same batches, same draws
+        # same seed for every scheme of a setting: same batches, same draws (and, in the byzantine
+        # sweep, the same for every A and attack: the straggler draws are those without an attack)
         return self._seed()
 
     @property
@@ -109,13 +131,16 @@ class Cell:
         return st.BernoulliStragglers(self.p)
 
 
-def make_cell(cfg, sweep, workload, N, K, name, kind, S=None, p=None, rounds=1) -> Cell:
+def make_cell(cfg, sweep, workload, N, K, name, kind, S=None, p=None, rounds=1, A=None, attack=None) -> Cell:
     """The cell of scheme ``name`` at a setting, with the config's tuning grid where it applies."""
     tune = base_name(name) in TUNED
     calib = tune or name == "gcc-cal"
     return Cell(sweep, workload, N, K, name, kind, S, p, rounds, cfg.seed,
                 cfg.lcc_degree if base_name(name) == "lcc" else None,
-                cfg.letcc_grid if tune else None, cfg.calib_rounds(rounds) if calib else None)
+                cfg.letcc_grid if tune else None, cfg.calib_rounds(rounds) if calib else None, A, attack)
+
+
+_TUNED: dict = {}  # a tuned scheme per setting, shared by the byzantine sweep's cells of every A and attack
 
 
 def _applicable(scheme, cell) -> bool:
@@ -129,7 +154,10 @@ def run_cell(cell: Cell) -> dict | None:
     if cell.degree is not None and cell.N < (cell.K - 1) * cell.degree + 1:
         return None
     try:
-        scheme = build_scheme(cell.scheme, cell.K, cell.N, cell.workload, cell.degree)
+        if cell.attack is not None:
+            scheme = BYZANTINE_METHODS[cell.scheme](cell.K, cell.N, cell.A)
+        else:
+            scheme = build_scheme(cell.scheme, cell.K, cell.N, cell.workload, cell.degree)
     except (ValueError, FileNotFoundError):  # e.g. no parity model for this workload or K
         return None
     if not _applicable(scheme, cell):
@@ -137,16 +165,25 @@ def run_cell(cell: Cell) -> dict | None:
     wl = get(cell.workload)
     model = cell.straggler_model()
     params = None
+    attack = None if cell.attack in (None, "none") else make_attack(cell.attack, cell.A)
     if cell.grid is not None:
-        scheme, params = tuned(wl.f, scheme, wl.X, model, cell.grid, cell.calib_rounds, cell.calib_seed)
+        # tuned on honest outputs, as in the other sweeps: the same choice for every A and attack
+        tkey = (repr(scheme), cell.workload, cell.stragglers, cell.S, cell.p, cell.grid, cell.calib_rounds,
+                cell.calib_seed)
+        if tkey not in _TUNED:
+            _TUNED[tkey] = tuned(wl.f, scheme, wl.X, model, cell.grid, cell.calib_rounds, cell.calib_seed)
+        scheme, params = _TUNED[tkey]
     elif cell.scheme in CALIBRATED:
         oracle = cell.scheme == "gcc-oracle"
         scheme = scheme.calibrate(wl.f, wl.X, model, rounds=cell.rounds if oracle else cell.calib_rounds,
                                   seed=cell.setting_seed if oracle else cell.calib_seed)
         params = params_label(scheme.calibration_[0][0])
-    ev = evaluate(wl.f, scheme, wl.X, model, rounds=cell.rounds, seed=cell.setting_seed, task=wl.harness_task)
+    ev = evaluate(wl.f, scheme, wl.X, model, rounds=cell.rounds, seed=cell.setting_seed, task=wl.harness_task,
+                  byzantine=attack, drop_liars=attack is not None and cell.scheme in BYZANTINE_ORACLES)
     row = {"workload": cell.workload, "scheme": cell.scheme, "N": cell.N, "K": cell.K,
            "stragglers": cell.stragglers, "S": cell.S, "p": cell.p, "rounds": cell.rounds, "params": params}
+    if cell.attack is not None:
+        row.update(A=cell.A, attack=cell.attack)
     for name, summ in ev.metrics.items():
         row[name] = None if summ is None else summ.mean
         row[f"{name}_std"] = None if summ is None else summ.std

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 from ...report import format_table, write_csv, write_json
-from . import bernoulli, degraded, dnn, rate, stragglers
+from . import bernoulli, byzantine, degraded, dnn, rate, stragglers
 from .cells import run_cell
 from .config import SWEEPS, ReproduceConfig
 from .store import Store
 
-MODULES = {"rate": rate, "stragglers": stragglers, "bernoulli": bernoulli, "dnn": dnn, "degraded": degraded}
+MODULES = {"rate": rate, "stragglers": stragglers, "bernoulli": bernoulli, "dnn": dnn, "degraded": degraded,
+           "byzantine": byzantine}
 assert tuple(MODULES) == SWEEPS
 
 
@@ -57,7 +58,8 @@ def run_reproduce(out="gencc-reproduce", sweeps=SWEEPS, config: ReproduceConfig 
     Returns
     -------
     dict
-        Sweep name -> ``{"rows", "slopes" (rate, bernoulli), "table"}``.
+        Sweep name -> ``{"rows", "slopes" (rate, bernoulli, byzantine), "table"}`` (byzantine
+        adds ``"summary"`` and ``"targets"``, dnn ``"ratios"``).
     """
     bad = [s for s in sweeps if s not in SWEEPS]
     if bad or not sweeps:
