@@ -7,6 +7,7 @@ import pytest
 
 import gencc
 from gencc.runtime.events import TaskResult
+from gencc.runtime.faults import TaskFault
 from gencc.runtime.executor import CodedExecutor, _settle, _WorkerQueue
 from gencc.runtime.gather import GatherPolicy, GatherState, decide
 
@@ -127,6 +128,39 @@ def test_finishing_a_batch_does_not_reset_a_hung_workers_timer_and_it_is_restart
             _settle(settle)
         assert be.restarted == [3]
         assert fut.result(timeout=0).returned == (0, 1, 2)
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_a_restarted_worker_that_never_becomes_ready_is_restarted_again_and_its_tasks_erased():
+    from gencc.runtime.events import WorkerDied, WorkerReady
+
+    be = FakeBackend(4)
+    ex = CodedExecutor("unused", gencc.Replication(2, 4), be, timeout=600, hang_timeout=100.0, restart_timeout=5.0)
+    try:
+        ex._stop.set()
+        ex._thread.join()
+        fut = ex.submit(np.ones((2, 1)))
+        t0 = ex._batches[0].t0
+        with ex._lock:
+            ex._handle(WorkerDied(3, "crashed"), t0 + 0.1)
+            assert be.restarted == [3] and ex._queues[3].starting
+            ex._dispatch(ex._batches[0], 3, 3, TaskFault(), t0 + 0.2)  # re-sent to the starting worker
+            ex._check_hangs(t0 + 4.0)  # not yet past restart_timeout: its task is not timed
+            assert be.restarted == [3] and ex._batches[0].outstanding.get(3) == 3
+            ex._check_hangs(t0 + 5.2)  # never ready: started again, its queued task is an erasure
+            assert be.restarted == [3, 3] and ex.stats["slow_restarts"] == 1
+            assert 3 not in ex._batches[0].outstanding and "not ready" in ex._batches[0].failed[3]
+            ex._handle(WorkerReady(3), t0 + 6.0)
+            ex._check_hangs(t0 + 20.0)  # ready: no more restarts
+            assert be.restarted == [3, 3] and not ex._queues[3].starting
+            for w in range(3):
+                ex._handle(TaskResult(w, 0, w, np.ones(1), 0.0), t0 + 20.1)
+            settle = [s for b in list(ex._batches.values()) if (s := ex._step(b, t0 + 20.2))]
+        _settle(settle)
+        assert fut.result(timeout=0).returned == (0, 1, 2)
+        with pytest.raises(ValueError, match="restart_timeout"):
+            CodedExecutor("unused", gencc.Replication(2, 4), FakeBackend(4), restart_timeout=0)
     finally:
         ex.shutdown(wait=False)
 

@@ -43,10 +43,14 @@ class _WorkerQueue:
     def __init__(self):
         self.tasks: deque[tuple[int, int]] = deque()  # (batch, slot)
         self.head_since: float | None = None
-        self.starting = False  # restarted, still building its model: not timed
+        self.starting = False  # restarted, still building its model: its tasks are not timed, its start is
+        self.starting_since: float | None = None
+
+    def restarting(self, now):
+        self.starting, self.starting_since = True, now
 
     def ready(self, now):
-        self.starting = False
+        self.starting, self.starting_since = False, None
         self.head_since = now if self.tasks else None
 
     def push(self, batch, slot, now):
@@ -129,6 +133,10 @@ class CodedExecutor(StreamingExecutor):
     hang_timeout : float, optional
         A worker busy on one task longer than this is killed and restarted
         (default: ``timeout``). Must be > 0.
+    restart_timeout : float, optional
+        A restarted worker that has not rebuilt its model within this many
+        seconds is killed and started again, and the tasks queued on it are
+        erasures (default: ``max(60, hang_timeout)``). Must be > 0.
     max_error : float, optional
         Quality floor: a decoded batch whose ``error_estimate`` exceeds this
         fails with :class:`~gencc.errors.BatchFailedError` instead of being
@@ -150,7 +158,8 @@ class CodedExecutor(StreamingExecutor):
     Attributes
     ----------
     stats : collections.Counter
-        Batches answered and failed, erasures, crashes, hangs, re-dispatches,
+        Batches answered and failed, erasures, crashes, hangs, slow_restarts (restarted workers
+        not ready within ``restart_timeout``), re-dispatches,
         late results and ``"flagged"`` (returned workers a robust decode left
         out as wrong, summed over batches; see ``BatchResult.flagged``).
     returned_counts : collections.Counter
@@ -181,8 +190,8 @@ class CodedExecutor(StreamingExecutor):
     """
 
     def __init__(self, model, scheme, backend="local", *, micro_batch=1, batch_window=0.005, n_wait=None,
-                 deadline=None, early=True, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None, max_error=None,
-                 calibration=None, faults=None, max_in_flight=4, backend_options=None):
+                 deadline=None, early=True, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None,
+                 restart_timeout=None, max_error=None, calibration=None, faults=None, max_in_flight=4, backend_options=None):
         if not isinstance(scheme, CodingScheme):
             raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
                             f"got {scheme!r}")
@@ -222,6 +231,10 @@ class CodedExecutor(StreamingExecutor):
         self.hang_timeout = self.timeout if hang_timeout is None else check_nonnegative(hang_timeout, "hang_timeout")
         if self.hang_timeout == 0:
             raise ValueError("hang_timeout must be > 0 seconds (0 would restart every busy worker at once)")
+        self.restart_timeout = (max(60.0, self.hang_timeout) if restart_timeout is None
+                                else check_nonnegative(restart_timeout, "restart_timeout"))
+        if self.restart_timeout == 0:
+            raise ValueError("restart_timeout must be > 0 seconds (0 would restart every restarted worker at once)")
         self.max_error = None if max_error is None else check_nonnegative(max_error, "max_error")
         self.faults = faults
         self.max_in_flight = check_int(max_in_flight, "max_in_flight")
@@ -691,7 +704,7 @@ class CodedExecutor(StreamingExecutor):
     def _restart(self, w, why, now):
         """Erase the worker's unfinished tasks and replace it: only the executor restarts workers."""
         self._lose_worker(w, why, now)
-        self._queues[w].starting = True
+        self._queues[w].restarting(now)
         try:
             self._backend.restart(w)
         except Exception:  # the worker stays lost; its tasks are erasures
@@ -707,7 +720,11 @@ class CodedExecutor(StreamingExecutor):
 
     def _check_hangs(self, now):
         for w, q in enumerate(self._queues):
-            if not q.starting and q.head_since is not None and now - q.head_since > self.hang_timeout:
+            if q.starting and now - q.starting_since > self.restart_timeout:
+                self.stats["slow_restarts"] += 1
+                log.warning("restarted worker not ready; restarting again", extra={"worker": w})
+                self._restart(w, f"not ready {self.restart_timeout:g} s after a restart", now)
+            elif not q.starting and q.head_since is not None and now - q.head_since > self.hang_timeout:
                 self.stats["hangs"] += 1
                 log.warning("worker hung; restarting", extra={"worker": w})
                 self._restart(w, f"hung > {self.hang_timeout:g} s", now)

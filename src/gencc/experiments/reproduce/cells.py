@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ... import stragglers as st
 from ...byzantine import make_attack
 from ...evaluate import evaluate
-from ...schemes import GCC, make_scheme
+from ...schemes import GCC, ApproxIFER, make_scheme
 from ...workloads import get
 from ..compare import build_schemes
 from ..peers import params_label, tuned
@@ -56,6 +56,8 @@ BYZANTINE_METHODS = {
     "gcc-robust": lambda K, N, A: GCC(K, N, robust=True),
     "bacc": lambda K, N, A: make_scheme("bacc", K, N),
     "letcc": lambda K, N, A: make_scheme("letcc", K, N),
+    # the peer's locator told the true number of liars (its best setting); BACC's decoder
+    "approxifer": lambda K, N, A: ApproxIFER(K, N, n_adversaries=A),
     "oracle": lambda K, N, A: GCC(K, N),
 }
 BYZANTINE_ORACLES = ("oracle",)  # decode without exactly the liars (evaluate's drop_liars)

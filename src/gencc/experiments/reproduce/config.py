@@ -37,8 +37,9 @@ class ReproduceConfig:
     batches per cell.
 
     The ``byzantine`` sweep runs ``byzantine_methods`` (``cells.BYZANTINE_METHODS``:
-    plain GCC, robust GCC, BACC, LeTCC at its best ridges, and the oracle that
-    decodes GCC without exactly the liars) on each of ``byzantine_models`` at
+    plain GCC, robust GCC, BACC, LeTCC at its best ridges, the ApproxIFER
+    locator told the true A, and the oracle that decodes GCC without exactly
+    the liars) on each of ``byzantine_models`` at
     each (N, K, S) of ``byzantine_settings``, against A liars among the
     returned workers, for A in ``byzantine_As`` up to N/4, under each attack of
     ``byzantine_attacks`` (:mod:`gencc.byzantine`), ``byzantine_rounds``
