@@ -16,6 +16,9 @@ factor x K workers except ``uncoded`` (K workers):
 * ``replication``: Replication(K, N), first copy of each input wins;
 * ``hedged``: HedgedExecutor on N workers, one copy per request, a backup
   after the adaptive p95 of observed latencies (Dean and Barroso);
+* ``gcc-cal``: GCC with one fixed decoder chosen by ``GCC.calibrate`` on
+  held-out batches (S = N - K random stragglers, 5 rounds per configuration):
+  the same coding, cheaper decodes than the adaptive ``gcc``;
 * ``gcc-sys`` / ``gcc`` / ``bacc`` / ``letcc``: coded, decoding at the adaptive
   deadline (1.5 x the p90 of recent task latencies, clipped to [0.5, 10] x
   base) from whatever arrived (at least K); systematic GCC answers each
@@ -42,6 +45,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from gencc import stragglers as st  # noqa: E402
+from gencc.schemes import GCC  # noqa: E402
 from gencc.experiments.load import (SCHEMES, CpuHog, arrival_times, make_executor, measure_capacity,  # noqa: E402
                                     run_open_loop, straggler_model, summarize)
 from gencc.experiments.peers import LETCC_GRID, best_letcc  # noqa: E402
@@ -165,6 +169,10 @@ def main(argv=None):
                 if name == "letcc":
                     scheme, params = best_letcc(wl.f, K, N, wl.X, st.RandomStragglers(N - K), LETCC_GRID,
                                                 rounds=5, seed=args.seed + 1)
+                elif name == "gcc-cal":  # one fixed decoder, chosen on held-out batches: cheap decodes
+                    scheme = GCC(K, N).calibrate(wl.f, wl.X, st.RandomStragglers(N - K), rounds=5,
+                                                 seed=args.seed + 1)
+                    params = scheme.calibration_[0][0]
                 serve(name, factor, kind, N, scheme, params)
     # ratios within the run
     clean = {r["load"]: r for r in rows if r["scheme"] == "uncoded-clean"}

@@ -26,6 +26,10 @@ all N, no stragglers. For each backend and B, in the same run:
   together, and ``cpu/f``: the same comparison counted in core time, which
   does not depend on how the work spreads over the cores.
 
+A second table (``--transport``) times the local backend's two ways of moving
+coded inputs, shared memory and the pipe, interleaved in the same run, on
+tasks of 32 KB (lenet5's at B = 64), 400 KB and 4 MB with a trivial f.
+
 All workers share the machine's cores with the master, so on a 2-core machine
 ``wall_ms`` can exceed the sum of the parts by the time the master waits for a
 core. A run takes under 2 minutes on 2 cores (``--backends ray`` adds about
@@ -129,6 +133,42 @@ def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options)
     }
 
 
+def transport_rows(sizes_kb, *, batches=30):
+    """Local backend with shared memory against the pipe, on tasks of the given sizes.
+
+    f is a row mean (output one number per coded input), so what is timed is
+    moving the coded inputs; B = 1, the fixed GCC decoder, one batch in flight,
+    shared and pipe runs interleaved, best of three rounds each.
+    """
+    import functools
+
+    factory = functools.partial(functools.partial, np.mean, axis=-1)
+    rows = []
+    for kb in sizes_kb:
+        d = max(1, int(kb * 1024 // 8))
+        X = np.random.default_rng(0).normal(size=(K, d))
+        best = {}
+        for _ in range(3):
+            for label, smb in (("shared", 32 << 10), ("pipe", None)):
+                with CodedExecutor(factory, SCHEMES["gcc-fixed"](), "local", timeout=60, max_in_flight=1,
+                                   backend_options={"threads": 1, "shared_min_bytes": smb}) as ex:
+                    for _ in range(3):
+                        ex.submit(X).result(timeout=60)
+                    cpu0, t0 = _cpu(ex), time.perf_counter()
+                    for _ in range(batches):
+                        ex.submit(X).result(timeout=60)
+                    wall, cpu = (time.perf_counter() - t0) / batches, (_cpu(ex) - cpu0) / batches
+                    via = "shared" if ex.backend.shared_tasks else "pipe"
+                w, c = best.get(label, (np.inf, np.inf))
+                best[label] = (min(w, wall), min(c, cpu), via)
+        (ws, cs, via), (wp, cp, _) = best["shared"], best["pipe"]
+        rows.append({"task_kb": kb, "shared_path": via, "shared_wall_ms": 1e3 * ws, "pipe_wall_ms": 1e3 * wp,
+                     "pipe/shared wall": wp / ws, "shared_cpu_ms": 1e3 * cs, "pipe_cpu_ms": 1e3 * cp,
+                     "pipe/shared cpu": cp / cs})
+        print(f"  transport {kb} KB: {wp / ws:.2f}x wall", file=sys.stderr)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backends", default="local,local-pipe,threads",
@@ -139,6 +179,8 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per (backend, B)")
     ap.add_argument("--max-in-flight", type=int, default=4)
     ap.add_argument("--out", default=None, help="folder for overhead.json")
+    ap.add_argument("--transport", default="32,400,4000",
+                    help="task sizes in KB for the shared-memory against pipe comparison ('' to skip)")
     args = ap.parse_args(argv)
     import torch
 
@@ -167,9 +209,15 @@ def main(argv=None):
             "transport_ms", "decode_ms", "f_workers_ms", "f_split_ms", "own_excl_split/f", "cpu_ms", "cpu/f"]
     print(format_table(rows, cols, title=f"runtime overhead: lenet5, K = {K}, N = {N}, no stragglers, "
                                          f"{os.cpu_count()} cores"))
+    transport = transport_rows([float(v) for v in args.transport.split(",")]) if args.transport else []
+    if transport:
+        tcols = ["task_kb", "shared_path", "shared_wall_ms", "pipe_wall_ms", "pipe/shared wall", "shared_cpu_ms",
+                 "pipe_cpu_ms", "pipe/shared cpu"]
+        print(format_table(transport, tcols, title=f"transport: local backend, shared memory against the pipe, "
+                                                   f"f = row mean, B = 1, K = {K}, N = {N}, one batch in flight"))
     if args.out:
         path = write_json({"K": K, "N": N, "workload": "lenet5", "cores": os.cpu_count(),
-                           "max_in_flight": args.max_in_flight, "rows": rows},
+                           "max_in_flight": args.max_in_flight, "rows": rows, "transport": transport},
                           os.path.join(args.out, "overhead.json"))
         print(f"wrote {path}")
     return rows

@@ -108,7 +108,7 @@ def test_byzantine_sweep_compares_every_method_on_the_same_draws(run):
     out, results, lines = run
     res = results["byzantine"]
     rows = res["rows"]
-    methods = {"gcc", "gcc-robust", "bacc", "letcc", "oracle"}
+    methods = {"gcc", "gcc-robust", "bacc", "letcc", "approxifer", "oracle"}
     grid = [r for r in rows if (r["N"], r["K"], r["S"]) == (16, 4, 1)]
     assert {(r["workload"], r["A"], r["attack"]) for r in grid} == {
         (w, A, a) for w in ("xsinx", "lenet5") for A, a in ((0, "none"), (2, "scale"), (2, "colluding"))}
@@ -117,10 +117,12 @@ def test_byzantine_sweep_compares_every_method_on_the_same_draws(run):
         assert set(same) == methods
         if key[1] == 0:
             assert same["gcc"]["mse/clean"] == pytest.approx(1.0) and same["oracle"]["mse"] == same["gcc"]["mse"]
+            assert same["approxifer"]["mse"] == pytest.approx(same["bacc"]["mse"], rel=1e-9)  # A = 0: Berrut
             continue
         # one adversary-free reference per setting: every method's clean decode saw the same draws
         assert same["gcc"]["clean_mse"] == same["oracle"]["clean_mse"]
         assert same["gcc-robust"]["flag_recall"] is not None and same["gcc"].get("flag_recall") is None
+        assert same["approxifer"]["flag_recall"] is not None
         if key[2] == "scale":  # outputs x 10: dropping the liars is far better than decoding them
             assert same["oracle"]["mse"] < 0.1 * same["gcc"]["mse"]
             assert same["gcc-robust"]["flag_recall"] >= 0.5

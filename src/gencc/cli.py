@@ -9,7 +9,13 @@ __all__ = ["main"]
 
 
 def _limit_blas_threads():
-    # Decodes are many small dense solves; BLAS threads only contend there.
+    # Decodes are many small dense solves and f runs on small batches: BLAS and torch
+    # threads only contend there (a torch pool on a busy 2-core machine made the byzantine
+    # sweep's convnet cells 10-50x slower). OMP_NUM_THREADS is read when torch loads, which
+    # is later; a value the user set is kept.
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
         from threadpoolctl import threadpool_limits
 

@@ -39,7 +39,7 @@ __all__ = ["STRAGGLERS", "SCHEMES", "arrival_times", "straggler_model", "LoadRun
            "summarize", "CpuHog"]
 
 STRAGGLERS = ("none", "slow-nodes", "pareto", "cpu-hog")
-SCHEMES = ("uncoded", "replication", "hedged", "gcc-sys", "gcc", "bacc", "letcc", "parm")
+SCHEMES = ("uncoded", "replication", "hedged", "gcc-sys", "gcc", "gcc-cal", "bacc", "letcc", "parm")
 
 # The coded schemes' gather: decode at the adaptive deadline with whatever arrived (at least the trusted
 # floor): deadline = clip(1.5 * p90 of the last 512 task latencies, 0.5 base, 10 base) (see make_executor).

@@ -19,7 +19,8 @@ __all__ = ["RayBackend"]
 
 class _RayWorker:
     """Actor body: builds the model once; ``run`` is async so that an
-    injected delay (a sleep) can be cancelled like the local backend's."""
+    injected delay (a sleep) can be cancelled like the local backend's.
+    How many ``run`` calls overlap is the actor's ``max_concurrency``."""
 
     def __init__(self, factory, threads):
         set_threads(threads)
@@ -52,6 +53,14 @@ class RayBackend:
     num_cpus : float
         CPUs each actor reserves (0 lets N actors share a small machine).
     start_timeout : float
+    max_concurrency : int
+        Tasks an actor runs at once. 1 (the default) makes an actor serve its
+        tasks one after another, in order, like a local worker process or a
+        model server with one execution slot: a task sent to a busy (slow)
+        worker waits behind it. Larger values let an async actor overlap its
+        tasks (Ray's default for async actors is 1000), which hides a slow
+        task's delay from the tasks after it, so straggling then lasts one
+        task, not a queue.
 
     Notes
     -----
@@ -63,7 +72,8 @@ class RayBackend:
 
     name = "ray"
 
-    def __init__(self, factory, n_workers, *, address=None, threads=1, num_cpus=0.0, start_timeout=180.0):
+    def __init__(self, factory, n_workers, *, address=None, threads=1, num_cpus=0.0, start_timeout=180.0,
+                 max_concurrency=1):
         try:
             import ray
         except ImportError:
@@ -72,6 +82,9 @@ class RayBackend:
         self.factory, self.n_workers = factory, n_workers
         self.address, self.threads, self.num_cpus = address, threads, num_cpus
         self.start_timeout = start_timeout
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
+        self.max_concurrency = max_concurrency
         self._owns_ray = False
         self._actors = []
         self._generation = [0] * n_workers
@@ -82,7 +95,8 @@ class RayBackend:
         self._restarts = [0] * n_workers
 
     def _new_actor(self, w):
-        actor = self._ray.remote(max_restarts=0, max_task_retries=0, num_cpus=self.num_cpus)(_RayWorker)
+        actor = self._ray.remote(max_restarts=0, max_task_retries=0, num_cpus=self.num_cpus,
+                                 max_concurrency=self.max_concurrency)(_RayWorker)
         factory = self.factory[w] if isinstance(self.factory, (list, tuple)) else self.factory
         return actor.remote(factory, self.threads)
 
