@@ -174,6 +174,33 @@ def test_ray_listens_on_loopback_only_and_leaves_nothing_behind():
     assert not [p for p in ray_pids if _alive(p)]
 
 
+@pytest.mark.ray
+@pytest.mark.timeout(180)
+def test_a_ray_actor_serves_its_tasks_in_order_like_a_local_worker():
+    """Async actors used to overlap their tasks, so a slow task did not delay the ones queued behind it."""
+    pytest.importorskip("ray")
+    from gencc.runtime.events import Task, TaskResult
+    from gencc.runtime.faults import TaskFault
+    from gencc.runtime.ray_backend import RayBackend
+
+    with pytest.raises(ValueError, match="max_concurrency"):
+        RayBackend(MODEL, 1, max_concurrency=0)
+    be = RayBackend(MODEL, 1)
+    be.start()
+    try:
+        t0 = time.monotonic()
+        be.submit(0, Task(0, 0, np.ones(2), TaskFault(delay=1.0)))  # slow
+        be.submit(0, Task(1, 0, np.ones(2)))  # queued behind it
+        done = {}
+        while len(done) < 2 and time.monotonic() - t0 < 60:
+            for ev in be.poll(0.1):
+                assert isinstance(ev, TaskResult)
+                done[ev.batch] = time.monotonic() - t0
+        assert set(done) == {0, 1} and done[1] >= 1.0 and done[1] >= done[0]
+    finally:
+        be.shutdown()
+
+
 @pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.ray)])
 @pytest.mark.timeout(240)
 def test_short_chaos_soak_accounts_for_every_input(backend):
