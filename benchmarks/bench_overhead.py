@@ -159,7 +159,7 @@ def transport_rows(sizes_kb, *, batches=30):
                         ex.submit(X).result(timeout=60)
                     wall, cpu = (time.perf_counter() - t0) / batches, (_cpu(ex) - cpu0) / batches
                     via = "shared" if ex.backend.shared_tasks else "pipe"
-                w, c = best.get(label, (np.inf, np.inf))
+                w, c, _ = best.get(label, (np.inf, np.inf, via))
                 best[label] = (min(w, wall), min(c, cpu), via)
         (ws, cs, via), (wp, cp, _) = best["shared"], best["pipe"]
         rows.append({"task_kb": kb, "shared_path": via, "shared_wall_ms": 1e3 * ws, "pipe_wall_ms": 1e3 * wp,
@@ -191,7 +191,7 @@ def main(argv=None):
     sizes = [int(b) for b in args.B.split(",")]
     refs = {B: f_reference(f, X, B) for B in sizes}
     rows = []
-    for backend in args.backends.split(","):
+    for backend in [b for b in args.backends.split(",") if b]:
         options = {"threads": 1}
         if backend == "ray":
             try:
