@@ -25,6 +25,9 @@ factor x K workers except ``uncoded`` (K workers):
   input as soon as its own worker returns; LeTCC at its best ridges from
   ``gencc.experiments.peers.LETCC_GRID`` (S = N - K random stragglers, 5
   calibration rounds);
+* ``gcc-sys-any``: systematic GCC that, at the deadline, decodes from as few
+  as K - 1 returns instead of waiting for the K-th (``n_min = K - 1``): the
+  late inputs get a less accurate answer, sooner;
 * ``parm``: ParM.for_workload(workload, K), only where N = K + 1.
 
 Every scheme sees the same arrival times and the same per-worker straggler

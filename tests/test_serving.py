@@ -110,6 +110,24 @@ def test_map_with_micro_batches_answers_each_bad_input_by_itself():
     np.testing.assert_allclose(np.stack([outs[k] for k in good]), f(np.stack([X[k] for k in good])))
 
 
+def test_map_waits_for_a_batch_whose_waiter_wakes_before_its_done_callbacks(monkeypatch):
+    # a future wakes its waiters (and a done callback wakes map's) before its later done callbacks
+    # have run: map must not take that gap for "no answer" (it once raised TimeoutError there,
+    # intermittently, under load). The gap is widened here to 30 ms after every callback.
+    def slow_callbacks(self):
+        for callback in self._done_callbacks:
+            callback(self)
+            time.sleep(0.03)
+
+    monkeypatch.setattr(Future, "_invoke_callbacks", slow_callbacks)
+    X = RNG.uniform(-1, 1, size=(8, 2))
+    slow = Faults(workers={n: "slow" for n in range(4)}, slow_delay=0.05)  # map waits on every batch
+    with CodedExecutor(MODEL, gencc.GCC(2, 4, kernel="sobolev2"), "threads", micro_batch=2, timeout=60,
+                       faults=slow) as ex:
+        outs = list(ex.map(X))
+    assert len(outs) == 8 and all(np.all(np.isfinite(o)) for o in outs)
+
+
 def test_submit_checks_the_batch_size():
     with CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=2, timeout=20) as ex:
         with pytest.raises(ValueError, match=r"X must have shape \(B\*K, \*in_shape\) with K = 2 and 1 <= B <= "

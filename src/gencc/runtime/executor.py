@@ -447,13 +447,14 @@ class CodedExecutor(StreamingExecutor):
                 ref[0], ref[1] = fut, row
                 ref[2] = early
 
-        def outcome(fut):
+        def outcome(fut, ask=False):
             """The batch's BatchResult or exception once it has ended, else None; kept, so
-            that the rows after the first cost no lock."""
+            that the rows after the first cost no lock. ``ask`` also asks the future itself
+            (a lock): a waiter woken by the future can run before its done callbacks have."""
             if isinstance(fut, BaseException):  # an input failed before it reached a batch
                 return fut
             got = finished.get(fut)
-            if got is None and fut in ended:
+            if got is None and (fut in ended or (ask and fut.done())):
                 try:
                     got = fut.result(timeout=0)
                 except Exception as exc:  # noqa: BLE001 - handed to the rows of this batch
@@ -487,7 +488,7 @@ class CodedExecutor(StreamingExecutor):
                         fut.exception(timeout=wait_s)
                     except (TimeoutError, CancelledError):
                         pass
-                got = outcome(fut)
+                got = outcome(fut, ask=True)
                 if got is None and k not in early:
                     row_done(fut)
                     if end is not None:
