@@ -54,7 +54,9 @@ ridge L while above T (+r: decoder ridge 1e-4 too); local-w4 = that score over t
 8 nearest; contrast = a spike contrast of the scores; confL-TgG = confirmed removal at ridge L,
 threshold T, gain G (pair: also adjacent pairs); g6+ = a gross stage first (ridge 1e-4, threshold
 6); rankL = candidates ranked by the scores at ridge L (above 2; t15: above 1.5), confirmed as
-conf8-3g4; robust = GCC(robust=True) as shipped (g6 + conf8-3g4); robust+r = with decoder ridge
+conf8-3g4 (all these without the vote / also_lam options); robust = GCC(robust=True) as shipped
+(g6 + conf8-3g4 + a vote of the coordinates, 0.5, + candidates from ridge 1e-6 too); robust-old =
+robust before those two options (vote=None, also_lam=None); robust+r = robust with decoder ridge
 1e-4. Peers (Berrut coding, the same draws): bacc = BACC, no screening; bacc-orac = BACC dropping
 exactly the liars (the floor of any Berrut screen); approxif = ApproxIFER(K, N, n_adversaries=A)
 (Soleymani et al., AAAI 2022: Berlekamp-Welch rational fits of type (K+A-1, K+A-1) per output
@@ -106,7 +108,8 @@ METHODS = {  # "_screen": arguments of gencc.robust.screen_outliers (the rest: G
     "rank4": dict(robust=True, _screen=dict(rank_lam=1e-4, rank_threshold=2.0)),
     "rank4t15": dict(robust=True, _screen=dict(rank_lam=1e-4, rank_threshold=1.5)),
     "rank6": dict(robust=True, _screen=dict(rank_lam=1e-6, rank_threshold=2.0)),
-    "robust": dict(robust=True),           # robust=True as shipped: g6 + conf8-3g4
+    "robust-old": dict(robust=True, _screen=dict(vote=None, also_lam=None)),  # before vote / also_lam
+    "robust": dict(robust=True),           # robust=True as shipped: g6 + conf8-3g4 + vote 0.5 + also 1e-6
     "robust+r": dict(robust=True, lam_dec=1e-4),
     # peers, built by (K, N, A) -> scheme: Berrut coding plain, with the liars dropped, and ApproxIFER
     "bacc": lambda K, N, A: gencc.BACC(K, N),
@@ -171,6 +174,8 @@ def run(setting, rounds, only=None):
         else:
             params = dict(params)
             extra = params.pop("_screen", {})
+            if mn not in ("robust", "robust+r"):  # the study's other screens: without vote / also_lam
+                extra = {"vote": None, "also_lam": None, **extra}
             scheme = plain.with_params(**params) if mn != "oracle" else _Oracle(K, N)
         gcc_mod.screen_outliers = functools.partial(screen_outliers, **extra)
         cells, t0, gms = [], time.perf_counter(), []

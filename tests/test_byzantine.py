@@ -220,3 +220,24 @@ def test_evaluate_drop_liars_is_the_oracle_that_decodes_without_them():
     assert np.all(oracle.samples["mse"] < 0.01 * plain.samples["mse"])
     with pytest.raises(ValueError, match="drop_liars needs an attack"):
         gencc.evaluate(np.sin, s, w, st.RandomStragglers(1), rounds=1, drop_liars=True)
+
+
+def _xsinx_curve(seed):
+    """x sin x of four independent smooth curves along 15 Chebyshev nodes (a GCC-like output)."""
+    t = np.cos(np.pi * (np.arange(15) + 0.5) / 15)[::-1]
+    u = np.random.default_rng(seed).uniform(-3, 3, size=(4, 4))
+    X = np.stack([np.polynomial.chebyshev.chebval(t, u[k]) for k in range(4)], 1)
+    return t, X * np.sin(X)
+
+
+def test_screen_vote_and_also_lam_fix_a_false_flag_and_a_miss():
+    # honest outputs: the pooled confirmation alone (vote=None, also_lam=None, the earlier screen)
+    # removes two honest nodes; the coordinates' vote does not
+    t, Y = _xsinx_curve(22)
+    assert screen_outliers(t, Y, min_keep=4, max_remove=3, vote=None, also_lam=None).tolist() == [14, 2]
+    assert screen_outliers(t, Y, min_keep=4, max_remove=3).size == 0
+    # a sign-flipped worker 7: the earlier screen misses it, the defaults flag it first
+    t, Y = _xsinx_curve(23)
+    Y[7] = -Y[7]
+    assert screen_outliers(t, Y, min_keep=4, max_remove=3, vote=None, also_lam=None).size == 0
+    assert screen_outliers(t, Y, min_keep=4, max_remove=3).tolist() == [7, 14]
