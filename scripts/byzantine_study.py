@@ -165,7 +165,7 @@ def run(setting, rounds, only=None):
     lines = [f"\n## {name}  K={K} N={N} S={S} A={A}  ({rounds} draws per cell; x clean = geometric mean of "
              f"decoded MSE / plain adversary-free MSE, worst in brackets; p/r = flag precision/recall; "
              f"ff = false flags per draw)"]
-    lines.append(f"{'method':<10}" + " | ".join(f"{an:<27}" for an in ATTACKS) + " | attacks (geo. mean)")
+    lines.append(f"{'method':<11}" + " | ".join(f"{an:<27}" for an in ATTACKS) + " | attacks (geo. mean)")
     for mn, params in METHODS.items():
         if only and mn not in only:
             continue
@@ -193,7 +193,7 @@ def run(setting, rounds, only=None):
                 rs = f"{r.mean():.2f}" if r.size else "-"
                 cell += f" {ps}/{rs} ff{ev.samples['false_flags'].mean():.1f}"
             cells.append(cell)
-        lines.append(f"{mn:<10}" + " | ".join(f"{c:<27}" for c in cells)
+        lines.append(f"{mn:<11}" + " | ".join(f"{c:<27}" for c in cells)
                      + f" | {gmean(gms):.2f}x  ({(time.perf_counter() - t0):.0f} s)")
     # time per decode (honest outputs of one batch, all returned but S)
     Xb = w.X[:K]
