@@ -77,7 +77,7 @@ def test_large_tasks_go_through_shared_memory_and_give_the_pipes_answers():
 
 def test_a_worker_that_crashes_with_blocks_in_its_arena_is_replaced_and_nothing_leaks():
     scheme = gencc.GCC(4, 8, kernel="sobolev2")
-    X = RNG.uniform(-3, 3, size=(4, 6000))
+    X = RNG.uniform(-3, 3, size=(4, 10000))  # 80 KB per task: shared memory by default
     before = _segments()
     opts = {"preload": ("gencc.runtime.worker", "_models")}
     faults = Faults(workers={3: "crash"})
