@@ -3,7 +3,9 @@
 A :class:`RequestBatcher` collects requests until it holds ``capacity`` of
 them (B*K) or the oldest has waited ``window`` seconds, then hands them to a
 dispatch function as one batch, padded to a multiple of K. When it does so is
-the pure :func:`due`.
+the pure :func:`due`. A :class:`ColumnBatcher` (``direct_dispatch``) fills a
+batch input by input (the pure :func:`column_row`) and sends each input's
+systematic task as soon as its rows are in.
 """
 
 from __future__ import annotations
