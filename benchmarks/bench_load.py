@@ -25,6 +25,9 @@ factor x K workers except ``uncoded`` (K workers):
   input as soon as its own worker returns; LeTCC at its best ridges from
   ``gencc.experiments.peers.LETCC_GRID`` (S = N - K random stragglers, 5
   calibration rounds);
+* ``gcc-sys-direct``: ``gcc-sys`` with ``direct_dispatch=True``: each
+  systematic task is sent as soon as its input's B requests are in, not
+  when the batch fills or its window expires (parity tasks still wait);
 * ``gcc-sys-any``: systematic GCC that, at the deadline, decodes from as few
   as K - 1 returns instead of waiting for the K-th (``n_min = K - 1``): the
   late inputs get a less accurate answer, sooner;

@@ -29,7 +29,8 @@ def test_straggler_processes_and_a_clear_error_for_an_unknown_one():
         straggler_model("slowish", base=0.01)
 
 
-@pytest.mark.parametrize("name", ["uncoded", "replication", "hedged", "gcc-sys", "gcc-sys-any", "gcc", "bacc"])
+@pytest.mark.parametrize("name", ["uncoded", "replication", "hedged", "gcc-sys", "gcc-sys-direct", "gcc-sys-any",
+                                  "gcc", "bacc"])
 def test_an_open_loop_run_answers_every_request(name):
     X = np.random.default_rng(5).uniform(-1, 1, size=(24, 2))
     faults = WorkerStragglers(straggler_model("slow-nodes", base=0.002), N, seed=1)

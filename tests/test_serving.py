@@ -408,3 +408,180 @@ def test_a_hedged_request_whose_every_copy_fails_gets_an_explicit_error():
         assert ex.stats["failed"] == 1 and not ex._reqs
     finally:
         ex.shutdown(wait=False)
+
+
+# -- direct dispatch: a systematic task leaves as soon as its input's rows are in ---------------------
+from gencc.runtime.stream import ColumnBatcher, column_row  # noqa: E402
+
+SYS = dict(worker_points="systematic", kernel="sobolev2")
+
+
+def test_column_major_rows_fill_each_input_in_turn():
+    B, K = 3, 2
+    rows = [column_row(j, B, K) for j in range(B * K)]
+    assert rows == [0, 2, 4, 1, 3, 5]  # input 0 of sub-batches 0, 1, 2, then input 1 of each
+    assert sorted(rows) == list(range(B * K))
+    for k in range(K):  # requests k*B .. k*B + B-1 are exactly input k's rows b*K + k
+        assert sorted(rows[k * B:(k + 1) * B]) == [b * K + k for b in range(B)]
+    assert [column_row(j, 1, 4) for j in range(4)] == [0, 1, 2, 3]  # B = 1: arrival order
+
+
+class _FakeDirect:
+    """The executor's side of a ColumnBatcher, recorded."""
+
+    def __init__(self):
+        self.opened, self.sent, self.closed, self.dispatched = 0, [], [], []
+
+    def open(self):
+        self.opened += 1
+        return ("token", self.opened)
+
+    def send(self, token, k, Xk, on_early):
+        self.sent.append((token, k, Xk))
+        fut = Future()
+        fut.set_running_or_notify_cancel()
+        self.batch = fut
+        return fut
+
+    def close(self, token, X):
+        self.closed.append((token, X))
+        return self.batch
+
+    def dispatch(self, X, on_early=None, opened=None):
+        self.dispatched.append((opened, X))
+        fut = Future()
+        fut.set_result(gencc.runtime.BatchResult(batch=0, outputs=np.asarray(X)))
+        return fut
+
+
+def test_the_early_sent_columns_are_the_coded_tasks_of_the_whole_batch():
+    scheme, B, K = gencc.GCC(2, 5, **SYS), 3, 2
+    direct = _FakeDirect()
+    batcher = ColumnBatcher(direct.dispatch, B * K, K, 3600.0, direct)
+    X = RNG.uniform(-2, 2, size=(5, 2))
+    futs = [batcher.put(x) for x in X[:4]]
+    assert [k for _, k, _ in direct.sent] == [0]  # input 0's B rows are in: sent; input 1 has 1 of 3
+    futs[3].cancel()  # waiting: cancellable, and its row stays
+    futs.append(batcher.put(X[4]))
+    assert not direct.closed
+    batcher.close(flush=True)  # 5 of 6: the missing row is padded
+    assert [k for _, k, _ in direct.sent] == [0] and direct.opened == 1
+    (token, full), = direct.closed
+    assert token == ("token", 1) and full.shape == (B * K, 2)
+    for j, x in enumerate(X):  # request j is row column_row(j)
+        np.testing.assert_array_equal(full[column_row(j, B, K)], x)
+    np.testing.assert_array_equal(full[5], X[4])  # padding: a copy of a real row
+    coded = encode_stacked(scheme, full, B)
+    for token, k, Xk in direct.sent:  # what went early is exactly the direct slot's task of the full encode
+        np.testing.assert_array_equal(Xk, coded[k])
+        np.testing.assert_array_equal(Xk, full[k::K])
+    assert futs[3].cancelled() and all(fu.running() for i, fu in enumerate(futs) if i != 3)
+    direct.batch.set_result(gencc.runtime.BatchResult(batch=0, outputs=2.0 * full))
+    assert futs[3].cancelled()
+    for j in (0, 1, 2, 4):
+        np.testing.assert_array_equal(futs[j].result(timeout=0), 2.0 * X[j])
+
+
+def test_a_batch_that_closes_before_any_input_is_complete_keeps_the_plain_layout():
+    direct = _FakeDirect()
+    batcher = ColumnBatcher(direct.dispatch, 8, 4, 3600.0, direct)  # B = 2, K = 4
+    futs = [batcher.put(np.zeros(2))]  # input 0 needs B = 2 rows: not complete
+    batcher.close(flush=True)
+    assert not direct.sent and not direct.closed
+    (opened, X), = direct.dispatched
+    assert opened == ("token", 1)  # under the index taken when it opened
+    np.testing.assert_array_equal(X[:, 0], [0, 0, 0, 0])  # one request padded to K, as RequestBatcher does
+    assert futs[0].result(timeout=0)[0] == 0
+
+
+def test_direct_dispatch_needs_workers_that_carry_an_input_unchanged():
+    with pytest.raises(ValueError, match="direct_dispatch"):
+        CodedExecutor(MODEL, gencc.GCC(2, 4), "threads", direct_dispatch=True)
+    with pytest.raises(ValueError, match="direct_dispatch"):
+        CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), "threads", early=False, direct_dispatch=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_direct_dispatch_answers_a_stream_exactly(backend):
+    X = RNG.uniform(-3, 3, size=(11, 3))
+    with CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), backend, micro_batch=2, batch_window=0.05, timeout=60,
+                       direct_dispatch=True, backend_options=_opts(backend)) as ex:
+        futs = [ex.submit_one(x) for x in X]  # 2 full batches of 4, 3 left for the window
+        Y = np.stack([fu.result(timeout=60) for fu in futs])
+    np.testing.assert_array_equal(Y, f(X))  # every answer is a systematic worker's own output
+    assert ex.stats["batches"] == 3 and ex.stats["failed_batches"] == 0 and ex._batcher.partial == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_complete_input_is_sent_and_answered_while_its_batch_is_open(backend):
+    X = RNG.uniform(-3, 3, size=(3, 2))
+    ex = CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), backend, micro_batch=2, batch_window=10.0, timeout=60,
+                       direct_dispatch=True, backend_options=_opts(backend))
+    try:
+        futs = [ex.submit_one(x) for x in X[:2]]  # input 0 of both sub-batches: its worker's task goes now
+        np.testing.assert_array_equal(np.stack([fu.result(timeout=30) for fu in futs]), f(X[:2]))
+        assert ex._batches[0].t0 is None and ex._batcher.batches == 0  # the batch is still open
+        late = ex.submit_one(X[2])
+        assert not late.done()
+    finally:
+        ex.shutdown(wait=True)  # closes the batch: the rest goes out
+    np.testing.assert_array_equal(late.result(timeout=0), f(X[2]))
+    assert ex._batcher.batches == 1 and ex.stats["batches"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failed_direct_worker_leaves_its_requests_to_the_decode(backend):
+    X = RNG.uniform(-1, 1, size=(8, 2))
+    with CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), backend, micro_batch=2, batch_window=0.05, timeout=60,
+                       direct_dispatch=True, faults=Faults(workers={0: "error"}),
+                       backend_options=_opts(backend)) as ex:
+        futs = [ex.submit_one(x) for x in X]
+        Y = np.stack([fu.result(timeout=60) for fu in futs])
+    assert ex.stats["erasures"] == 2 and ex.stats["batches"] == 2  # worker 0 failed in both batches
+    inp1 = [j for j in range(8) if (j % 4) // 2 == 1]  # requests 2, 3, 6, 7 are input 1: its worker's own
+    np.testing.assert_array_equal(Y[inp1], f(X[inp1]))
+    np.testing.assert_allclose(Y, f(X), atol=0.2)  # input 0: decoded from workers 1, 2, 3
+
+
+def test_an_open_batch_is_neither_timed_nor_decoded_and_its_clock_starts_at_the_close():
+    be = FakeBackend(4)
+    ex = CodedExecutor("unused", gencc.GCC(2, 4, worker_points="systematic"), be, micro_batch=2,
+                       batch_window=3600.0, timeout=5.0, hang_timeout=1.0, direct_dispatch=True)
+    try:
+        _frozen(ex)
+        futs = [ex.submit_one(np.full(1, float(i + 1))) for i in range(2)]  # input 0 complete
+        assert [(w, t.slot) for w, t in be.sent] == [(0, 0)] and be.sent[0][1].x.shape == (2, 1)
+        b = ex._batches[0]
+        sent = b.sent_at[0]
+        with ex._lock:
+            ex._check_hangs(sent + 100.0)  # an open batch's task is not timed
+            assert ex._step(b, sent + 100.0) is None  # nor is the batch failed past its timeout
+        assert be.restarted == [] and not any(fu.done() for fu in futs)
+        futs.append(ex.submit_one(np.full(1, 3.0)))
+        ex._batcher.close(flush=True)  # the batch closes: slots 1, 2, 3 go out
+        assert sorted(t.slot for _, t in be.sent) == [0, 1, 2, 3] and b.t0 is not None
+        with ex._lock:
+            ex._handle(TaskResult(0, 0, 0, 2.0 * be.sent[0][1].x, 0.0), b.t0 + 0.5)
+            early, ex._early_settle = ex._early_settle, []
+            assert b.latencies[0] == pytest.approx(b.t0 + 0.5 - sent)  # from its own send
+            ex._check_hangs(b.t0 + 0.9)
+            assert be.restarted == []
+            ex._check_hangs(b.t0 + 1.5)  # worker 1 (sent at the close) has hung
+        _settle_early(early)
+        assert be.restarted == [1, 2, 3]
+        assert [fu.result(timeout=0)[0] for fu in futs[:2]] == [2.0, 4.0]
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_shutdown_with_cancel_futures_leaves_no_request_of_an_open_batch_pending():
+    ex = CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), "threads", micro_batch=2, batch_window=3600.0, timeout=60,
+                       direct_dispatch=True, faults=Faults(workers={0: "slow"}, slow_delay=30.0))
+    running = [ex.submit_one(RNG.uniform(size=2)) for _ in range(2)]  # input 0 sent to the slow worker 0
+    waiting = ex.submit_one(RNG.uniform(size=2))
+    assert all(fu.running() for fu in running) and not waiting.running()
+    ex.shutdown(wait=True, cancel_futures=True)
+    assert waiting.cancelled()
+    for fu in running:
+        with pytest.raises(BatchFailedError, match="shut down"):
+            fu.result(timeout=0)

@@ -101,6 +101,7 @@ class BatchState:
         self.redispatched: set[int] = set()
         self.on_early = None  # callable(rows, outputs) answering inputs before the decode
         self.early_done: set[int] = set()  # inputs (0..K-1) answered early
+        self.sent_at: dict[int, float] = {}  # slot -> when first sent, where not t0 (direct dispatch)
 
     def usable(self, out_shape) -> dict[int, np.ndarray]:
         """Results of the expected shape: (B, *out_shape) once ``out_shape`` (one

@@ -26,7 +26,7 @@ from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import ON_INSUFFICIENT, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline, decide, early_inputs
 from .microbatch import decode_stacked, encode_stacked
-from .stream import RequestBatcher, StreamingExecutor, check_input
+from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor, check_input
 
 __all__ = ["CodedExecutor"]
 
@@ -116,6 +116,12 @@ class CodedExecutor(StreamingExecutor):
         decoded: :meth:`submit_one` futures and :meth:`map` see it at once;
         the batch's :class:`BatchResult` still holds the whole batch. Default
         True; no effect for a code with no such worker.
+    direct_dispatch : bool
+        For :meth:`submit_one`: send each worker that carries an input
+        unchanged (see ``early``) its task as soon as that input's B rows of
+        the batch are in, instead of when the batch closes; the other tasks
+        go out when it closes (full, or ``batch_window`` expired). Needs
+        ``early=True`` and such workers (ValueError otherwise). Default False.
     n_min : int, optional
         Fewest usable results to decode from. Default: the scheme's own
         ``can_decode``, i.e. ``scheme.trusted_returns`` (K for GCC, LeTCC and
@@ -172,6 +178,18 @@ class CodedExecutor(StreamingExecutor):
 
     Notes
     -----
+    Without ``direct_dispatch``, every request of a batch waits for the batch
+    to close before any task is sent: under light load that is the whole
+    ``batch_window``, the larger part of a coded request's latency. A
+    systematic worker needs only its own input's rows, so with
+    ``direct_dispatch`` a batch is filled input by input (request j of a
+    batch is row ``(j % B)*K + j // B``: input ``j // B`` of sub-batch ``j %
+    B``), each systematic task leaves as soon as its rows are in, and its
+    requests are answered early from it; the parity tasks still wait for the
+    close. The batch's clock (deadline, timeout, and the hang timer of an
+    early task) starts when it closes; a batch that closes before any input
+    is complete is laid out and padded as without the option.
+
     Futures follow :mod:`concurrent.futures`, with one difference:
     :meth:`submit` dispatches at once, so its future is already running and
     ``cancel()`` returns False (a :meth:`submit_one` request can be cancelled
@@ -191,7 +209,8 @@ class CodedExecutor(StreamingExecutor):
 
     def __init__(self, model, scheme, backend="local", *, micro_batch=1, batch_window=0.005, n_wait=None,
                  deadline=None, early=True, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None,
-                 restart_timeout=None, max_error=None, calibration=None, faults=None, max_in_flight=4, backend_options=None):
+                 restart_timeout=None, max_error=None, calibration=None, faults=None, max_in_flight=4, backend_options=None,
+                 direct_dispatch=False):
         if not isinstance(scheme, CodingScheme):
             raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
                             f"got {scheme!r}")
@@ -221,6 +240,10 @@ class CodedExecutor(StreamingExecutor):
             self.deadline = None if deadline is None else check_nonnegative(deadline, "deadline")
         self._recent = deque(maxlen=self._adaptive.window if self._adaptive else 1)  # task latencies, s
         self._direct = direct_slots(scheme) if early else {}
+        if direct_dispatch and not self._direct:
+            raise ValueError("direct_dispatch needs early=True and a scheme with workers that carry an input "
+                             "unchanged (systematic GCC, LeTCC or BACC, ParM, replication, uncoded), got "
+                             f"{type(scheme).__name__} with early={early}")
         self._early_settle: list = []  # (callback, rows, outputs), run outside the lock
         self.timeout = check_nonnegative(timeout, "timeout")
         if self.timeout == 0:
@@ -261,10 +284,16 @@ class CodedExecutor(StreamingExecutor):
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
         self._thread.start()
         self._init_stream()
-        self._batcher = RequestBatcher(lambda X, on_early=None: self._submit_batch(X, closing_ok=True,
-                                                                                  on_early=on_early),
-                                       self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window,
-                                       early=bool(self._direct))
+        if direct_dispatch:
+            self._batcher = ColumnBatcher(
+                lambda X, on_early=None, opened=None: self._submit_batch(X, closing_ok=True, on_early=on_early,
+                                                                         opened=opened),
+                self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window, _DirectDispatch(self))
+        else:
+            self._batcher = RequestBatcher(lambda X, on_early=None: self._submit_batch(X, closing_ok=True,
+                                                                                      on_early=on_early),
+                                           self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window,
+                                           early=bool(self._direct))
         log.info("executor started", extra={"backend": self._backend.name, "n_workers": N,
                                             "scheme": type(scheme).__name__})
 
@@ -343,10 +372,11 @@ class CodedExecutor(StreamingExecutor):
                 raise RuntimeError("cannot submit to an executor that was shut down")
         return self._put_request(x)
 
-    def _submit_batch(self, X, *, closing_ok: bool, on_early=None) -> Future:
+    def _submit_batch(self, X, *, closing_ok: bool, on_early=None, opened=None) -> Future:
         """Encode and dispatch; ``closing_ok`` lets shutdown's final flush through;
         ``on_early(rows, outputs)`` is called (dispatcher thread, no lock held)
-        with the rows of X answered early and their outputs, shape (len(rows), *out_shape)."""
+        with the rows of X answered early and their outputs, shape (len(rows), *out_shape);
+        ``opened``: the (index, plan) taken by :meth:`_open_batch` (direct dispatch)."""
         K = self.scheme.n_inputs
         X2, in_shape = check_batch(X, "X")  # real, finite, at least one row
         rows = X2.shape[0]
@@ -363,14 +393,82 @@ class CodedExecutor(StreamingExecutor):
         with self._lock:
             if (self._shutdown and not closing_ok) or self._sealed:  # shut down while encoding
                 raise RuntimeError("cannot submit to an executor that was shut down")
-            index = next(self._counter)
-            plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
+            if opened is None:
+                index = next(self._counter)
+                plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
+            else:
+                index, plan = opened
             b = BatchState(index, coded, plan, t1, fut, t1 - t0, size=B)
             b.on_early = on_early if self._direct else None
             self._batches[index] = b
             for slot in range(self.scheme.n_workers):
                 self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), t1)
         return fut
+
+    # -- direct dispatch (ColumnBatcher): a batch open while its columns go out ----------------
+    def _open_batch(self):
+        """Take a batch index and its fault plan when a batch's first request arrives."""
+        with self._lock:
+            index = next(self._counter)
+            plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
+        return index, plan
+
+    def _send_column(self, opened, k, Xk, on_early):
+        """Send the direct slot(s) of input k, Xk of shape (B, *in_shape): the batch is
+        registered, open (``t0`` None: never decoded or failed by the dispatcher), at its first
+        column. Returns the batch's future, or None if no slot carries input k."""
+        slots = [s for s, kk in self._direct.items() if kk == k]
+        if not slots:
+            return None
+        index, plan = opened
+        with self._lock:
+            if self._sealed:
+                raise RuntimeError("cannot submit to an executor that was shut down")
+            b = self._batches.get(index)
+            if b is None:
+                fut: Future = Future()
+                fut.set_running_or_notify_cancel()
+                b = BatchState(index, np.zeros((self.scheme.n_workers, *Xk.shape)), plan, None, fut, 0.0,
+                               size=Xk.shape[0])
+                b.on_early = on_early
+                self._batches[index] = b
+            now = time.monotonic()
+            for slot in slots:
+                b.coded[slot] = Xk
+                b.sent_at[slot] = now
+                self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), now)
+        return b.future
+
+    def _close_batch(self, opened, X):
+        """Encode the whole batch, X of shape (B*K, *in_shape), send the slots not sent
+        yet, and start the batch's clock. Returns its future."""
+        index, plan = opened
+        K = self.scheme.n_inputs
+        t0 = time.monotonic()
+        try:
+            coded = encode_stacked(self.scheme, X, X.shape[0] // K)
+        except Exception as exc:
+            coded, why = None, f"encode failed: {exc!r}"
+        t1 = time.monotonic()
+        with self._lock:
+            b = self._batches.get(index)
+            if b is None:
+                raise RuntimeError(f"batch {index} ended before it closed (executor shut down)")
+            if coded is None or self._sealed:
+                settle = self._fail(b, why if coded is None else "executor shut down")
+            else:
+                settle = None
+                b.coded, b.t0, b.encode_time = coded, t1, t1 - t0
+                for q in self._queues:  # an early task's hang timer starts now, with the batch's clock
+                    if q.tasks and q.tasks[0][0] == index:
+                        q.head_since = t1
+                for slot in range(self.scheme.n_workers):
+                    if slot not in b.sent_at:
+                        b.sent_at[slot] = t1
+                        self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), t1)
+        if settle is not None:
+            _settle([settle])
+        return b.future
 
     def map(self, inputs, *, return_exceptions=False, progress=False, timeout=None):
         """Compute f on every input, coded in batches of B*K, outputs in input order.
@@ -688,11 +786,12 @@ class CodedExecutor(StreamingExecutor):
             self.stats["erasures"] += 1
             return
         b.results[ev.slot] = np.asarray(y, dtype=np.float64)
-        b.latencies[ev.slot] = now - b.t0
+        latency = now - b.sent_at.get(ev.slot, b.t0)  # from the task's own send (direct dispatch)
+        b.latencies[ev.slot] = latency
         b.compute_seconds[ev.slot] = ev.seconds
         b.answered_by[ev.slot] = ev.worker
         if self._adaptive is not None:
-            self._recent.append(now - b.t0)
+            self._recent.append(latency)
             if len(self._recent) % 8 == 0:  # the quantile, not on every result
                 self.deadline = adaptive_deadline(self._recent, self._adaptive)
                 self._policy = GatherPolicy(self.deadline, self.timeout, self.on_insufficient)
@@ -725,10 +824,16 @@ class CodedExecutor(StreamingExecutor):
                 self.stats["slow_restarts"] += 1
                 log.warning("restarted worker not ready; restarting again", extra={"worker": w})
                 self._restart(w, f"not ready {self.restart_timeout:g} s after a restart", now)
-            elif not q.starting and q.head_since is not None and now - q.head_since > self.hang_timeout:
+            elif not q.starting and q.head_since is not None and now - q.head_since > self.hang_timeout \
+                    and not self._open_head(q):
                 self.stats["hangs"] += 1
                 log.warning("worker hung; restarting", extra={"worker": w})
                 self._restart(w, f"hung > {self.hang_timeout:g} s", now)
+
+    def _open_head(self, q) -> bool:
+        """Whether the worker's current task belongs to an open batch (not timed until it closes)."""
+        b = self._batches.get(q.tasks[0][0]) if q.tasks else None
+        return b is not None and b.t0 is None
 
     def _decodable(self, slots) -> bool:
         if self.n_min is not None:
@@ -737,6 +842,8 @@ class CodedExecutor(StreamingExecutor):
 
     def _step(self, b, now):
         """Measure the batch, ask the policy, act; returns (future, value) to settle, if any."""
+        if b.t0 is None:  # open (direct dispatch): its clock starts when it closes
+            return None
         usable = b.usable(self._out_shape)
         slots = sorted(usable)
         redispatching = self.on_insufficient == "redispatch"
@@ -870,6 +977,13 @@ def direct_slots(scheme) -> dict[int, int]:
     if getattr(scheme, "systematic", False):
         return {k: k for k in range(scheme.n_inputs)}
     return {}
+
+
+class _DirectDispatch:
+    """The executor's side of a :class:`~gencc.runtime.stream.ColumnBatcher`."""
+
+    def __init__(self, ex):
+        self.open, self.send, self.close = ex._open_batch, ex._send_column, ex._close_batch
 
 
 class _EarlyRows(dict):

@@ -3,7 +3,9 @@
 A :class:`RequestBatcher` collects requests until it holds ``capacity`` of
 them (B*K) or the oldest has waited ``window`` seconds, then hands them to a
 dispatch function as one batch, padded to a multiple of K. When it does so is
-the pure :func:`due`.
+the pure :func:`due`. A :class:`ColumnBatcher` (``direct_dispatch``) fills a
+batch input by input (the pure :func:`column_row`) and sends each input's
+systematic task as soon as its rows are in.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from .._validation import check_nonnegative
 from ..errors import InvalidInputError, MissingOutputsError
 
-__all__ = ["RequestBatcher", "StreamingExecutor", "check_input", "due", "padded_rows"]
+__all__ = ["ColumnBatcher", "RequestBatcher", "StreamingExecutor", "check_input", "column_row", "due", "padded_rows"]
 
 log = logging.getLogger("gencc.runtime")
 
@@ -50,6 +52,16 @@ def due(n_pending: int, capacity: int, age: float, window: float) -> bool:
 def padded_rows(n: int, K: int) -> int:
     """Rows a batch of ``n`` requests is padded to: the next multiple of K."""
     return -(-n // K) * K
+
+
+def column_row(j: int, B: int, K: int) -> int:
+    """Row of a batch of B*K rows that its ``j``-th request fills, column-major.
+
+    Row ``b*K + k`` is input k of sub-batch b (see
+    :mod:`gencc.runtime.microbatch`); requests ``k*B .. k*B + B-1`` fill input
+    k's B rows, so input k (column k) is complete after request ``k*B + B-1``.
+    """
+    return (j % B) * K + j // B
 
 
 class RequestBatcher:
@@ -104,22 +116,42 @@ class RequestBatcher:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="gencc-batcher", daemon=True)
                 self._thread.start()
-            if not self._pending:
+            if not self._count():
                 self._opened = time.monotonic()
-            self._pending.append((x, fut))
-            if len(self._pending) >= self.capacity:  # full: out at once, from this thread
-                batch, self._pending = self._pending, []
-            elif len(self._pending) == 1:
+            column = self._add(x, fut)
+            if self._count() >= self.capacity:  # full: out at once, from this thread
+                batch = self._take()
+            elif self._count() == 1:
                 self._cond.notify()
+        if column is not None:
+            self._send_column(*column)
         if batch is not None:
             self._send(batch, partial=False)
         return fut
+
+    def _count(self) -> int:
+        return len(self._pending)
+
+    def _add(self, x, fut):
+        """Queue a request (under the lock); returns what to send at once (ColumnBatcher)."""
+        self._pending.append((x, fut))
+
+    def _take(self):
+        batch, self._pending = self._pending, []
+        return batch
+
+    def _send_column(self, *column):
+        pass
+
+    def _cancel(self, batch):
+        for _, fut in batch:
+            fut.cancel()
 
     def close(self, flush: bool, timeout: float = 10.0):
         """Stop taking requests; dispatch (``flush``) or cancel those waiting."""
         with self._cond:
             self._closed = True
-            batch, self._pending = self._pending, []
+            batch = self._take()
             self._cond.notify_all()
         thread = self._thread
         if thread is not None:
@@ -129,8 +161,7 @@ class RequestBatcher:
         if flush:
             self._send(batch, partial=True)
         else:
-            for _, fut in batch:
-                fut.cancel()
+            self._cancel(batch)
 
     def _loop(self):
         while True:
@@ -139,18 +170,20 @@ class RequestBatcher:
                     if self._closed:
                         return
                     age = time.monotonic() - self._opened
-                    if due(len(self._pending), self.capacity, age, self.window):
-                        batch, self._pending = self._pending, []
+                    if due(self._count(), self.capacity, age, self.window):
+                        batch = self._take()
                         break
                     # bounded waits: re-check the clock at least every second
-                    self._cond.wait(timeout=min(1.0, self.window - age) if self._pending else 1.0)
+                    self._cond.wait(timeout=min(1.0, self.window - age) if self._count() else 1.0)
             try:
                 self._send(batch, partial=len(batch) < self.capacity)
             except Exception:  # never leave a request without an end; _send sets them
                 log.exception("dispatching a micro-batch failed")
 
     def _send(self, batch, *, partial: bool):
-        live = [(x, fut) for x, fut in batch if fut.set_running_or_notify_cancel()]
+        self._send_live([(x, fut) for x, fut in batch if fut.set_running_or_notify_cancel()], partial)
+
+    def _send_live(self, live, partial, opened=None):
         if not live:
             return
         n = len(live)
@@ -158,7 +191,10 @@ class RequestBatcher:
         rows += [rows[-1]] * (padded_rows(n, self.K) - n)
         futures = [fut for _, fut in live]
         try:
-            if self.early:
+            if opened is not None:  # ColumnBatcher: a batch whose index was taken when it opened
+                bfut = self._dispatch(np.stack(rows), on_early=lambda r, out: _answer_early(futures, r, out),
+                                      opened=opened)
+            elif self.early:
                 bfut = self._dispatch(np.stack(rows), on_early=lambda r, out: _answer_early(futures, r, out))
             else:
                 bfut = self._dispatch(np.stack(rows))
@@ -173,10 +209,146 @@ class RequestBatcher:
         bfut.add_done_callback(lambda bf: _resolve(bf, futures))
 
 
+class _OpenBatch:
+    """The batch a :class:`ColumnBatcher` is filling: rows and futures by row (None: not yet arrived)."""
+
+    def __init__(self, token, rows: int):
+        self.token = token  # the executor's handle of the batch (its index and fault plan)
+        self.xs: list = [None] * rows
+        self.futs: list = [None] * rows
+        self.live: list = [None] * rows  # set_running_or_notify_cancel's answer, once asked
+        self.n = 0  # requests arrived
+        self.sent: set[int] = set()  # columns (inputs) sent early
+        self.future: Future | None = None  # the batch's, once a column was sent
+        self.closed = False
+        self.lock = threading.Lock()  # a column's send and the batch's close, one at a time
+
+    def __len__(self):
+        return self.n
+
+    def start(self, r) -> bool:
+        """Mark row r's request running (once); False if the caller cancelled it."""
+        if self.live[r] is None:
+            self.live[r] = self.futs[r].set_running_or_notify_cancel()
+        return self.live[r]
+
+
+class ColumnBatcher(RequestBatcher):
+    """A :class:`RequestBatcher` that sends each input's direct task as soon as its rows are in.
+
+    An open batch is filled column-major (:func:`column_row`): input k's B
+    rows arrive one after another, and once they are all in,
+    ``direct.send(token, k, X_k)`` (X_k of shape (B, *in_shape)) sends the
+    task(s) of the slots that carry input k unchanged. When the batch closes
+    (full, or its window expired) the rest goes out: if some column went
+    early, ``direct.close(token, X)`` with every missing row padded (X of
+    shape (B*K, *in_shape)); otherwise the batch is dispatched as a
+    :class:`RequestBatcher` would (arrival order, padded to a multiple of K),
+    under the index taken by ``direct.open()`` when its first request came.
+
+    Parameters
+    ----------
+    dispatch, capacity, K, window
+        As :class:`RequestBatcher` (``dispatch`` also takes ``opened=token``).
+    direct : object
+        ``open() -> token``; ``send(token, k, X_k, on_early) -> Future`` of the
+        batch (None if no slot carries input k); ``close(token, X) -> Future``.
+
+    Notes
+    -----
+    A request cancelled while it waits keeps its row (the column layout
+    stays) and is computed; its future stays cancelled.
+    """
+
+    def __init__(self, dispatch, capacity: int, K: int, window: float, direct):
+        super().__init__(dispatch, capacity, K, window, early=True)
+        self.direct = direct
+        self.B = capacity // K
+        self._open: _OpenBatch | None = None
+
+    def _count(self) -> int:
+        return 0 if self._open is None else self._open.n
+
+    def _add(self, x, fut):
+        if self._open is None:
+            self._open = _OpenBatch(self.direct.open(), self.capacity)
+        ob = self._open
+        r = column_row(ob.n, self.B, self.K)
+        ob.xs[r], ob.futs[r] = x, fut
+        ob.n += 1
+        if ob.n % self.B == 0:  # column (ob.n - 1) // B is complete
+            return ob, (ob.n - 1) // self.B
+        return None
+
+    def _take(self):
+        ob, self._open = self._open, None
+        return ob
+
+    def _on_early(self, ob):
+        return lambda rows, out: _answer_early(ob.futs, rows, out)
+
+    def _send_column(self, ob, k):
+        with ob.lock:
+            if ob.closed or k in ob.sent:
+                return
+            rows = [b * self.K + k for b in range(self.B)]
+            for r in rows:
+                ob.start(r)
+            try:
+                fut = self.direct.send(ob.token, k, np.stack([ob.xs[r] for r in rows]), self._on_early(ob))
+            except Exception as exc:  # shut down meanwhile, or a bug: these requests end now
+                log.exception("sending a column early failed")
+                for r in rows:
+                    if not ob.futs[r].done():
+                        ob.futs[r].set_exception(exc)
+                return
+            if fut is not None:
+                ob.sent.add(k)
+                ob.future = fut
+
+    def _send(self, ob, *, partial: bool):
+        if ob is None:
+            return
+        with ob.lock:
+            ob.closed = True
+            order = [column_row(j, self.B, self.K) for j in range(ob.n)]
+            if not ob.sent:  # nothing went early: the RequestBatcher's layout and padding
+                live = [(ob.xs[r], ob.futs[r]) for r in order if ob.start(r) and not ob.futs[r].done()]
+                self._send_live(live, partial, opened=ob.token)
+                return
+            for r in order:
+                ob.start(r)
+            X = list(ob.xs)
+            for r in range(len(X)):
+                if X[r] is None:  # padding: a copy of a real row
+                    X[r] = ob.xs[order[-1]]
+            try:
+                bfut = self.direct.close(ob.token, np.stack(X))
+            except Exception as exc:
+                log.exception("closing a batch failed")
+                bfut = Future()
+                bfut.set_exception(exc)
+            self.batches += 1
+            self.partial += partial
+            bfut.add_done_callback(lambda bf: _resolve(bf, ob.futs))
+
+    def _cancel(self, ob):
+        """Cancel the requests still waiting; those of columns already sent end with the batch."""
+        if ob is None:
+            return
+        with ob.lock:
+            ob.closed = True
+            for r, fut in enumerate(ob.futs):
+                if fut is not None and ob.live[r] is None:
+                    fut.cancel()
+            if ob.future is not None:
+                ob.future.add_done_callback(lambda bf: _resolve(bf, ob.futs))
+
+
 def _answer_early(futures: list[Future], rows, outputs):
     """Answer the requests of ``rows`` (padding rows have none) with ``outputs[i]``."""
     for i, r in enumerate(rows):
-        if r < len(futures) and not futures[r].done():
+        if r < len(futures) and futures[r] is not None and not futures[r].done():
             futures[r].set_result(np.array(outputs[i], copy=True))
 
 
@@ -187,16 +359,16 @@ def _resolve(batch_future: Future, futures: list[Future]):
         res = batch_future.result(timeout=0)
     except CancelledError:
         for fut in futures:
-            if not fut.done():
+            if fut is not None and not fut.done():
                 fut.set_exception(CancelledError("its batch was cancelled"))
         return
     except BaseException as exc:
         for fut in futures:
-            if not fut.done():
+            if fut is not None and not fut.done():
                 fut.set_exception(exc)
         return
     for i, fut in enumerate(futures):
-        if fut.done():
+        if fut is None or fut.done():  # None: a padding row (ColumnBatcher)
             continue
         try:
             fut.set_result(res.output(i))
