@@ -28,6 +28,13 @@ def test_decodes_when_enough_or_at_the_deadline_or_when_nothing_more_can_come():
     assert decide(state(enough=True, decodable=False), POLICY).kind == "wait"
 
 
+def test_with_tasks_sent_at_different_times_the_deadline_counts_from_the_latest_still_out():
+    # direct dispatch: a systematic task left long ago, the batch (and its parity) just now
+    assert decide(state(decodable=True, elapsed=0.1, waited=1.2), POLICY).kind == "decode"  # all out are late
+    assert decide(state(decodable=True, elapsed=1.2, waited=0.3), POLICY).kind == "wait"  # one just left
+    assert decide(state(decodable=False, elapsed=5.0, waited=0.3), POLICY).kind == "fail"  # timeout: from elapsed
+
+
 def test_never_answers_from_an_undecodable_set():
     for elapsed in (0.0, 0.5, 1.0, 4.9):
         for outstanding in (0, 1, 5):

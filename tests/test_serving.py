@@ -574,6 +574,20 @@ def test_an_open_batch_is_neither_timed_nor_decoded_and_its_clock_starts_at_the_
         ex.shutdown(wait=False)
 
 
+def test_an_open_batch_whose_early_task_is_late_closes_before_its_window():
+    # worker 0 (input 0's own) is slow; past the deadline the batch closes, though its window is an
+    # hour, and its requests are decoded from the other workers
+    X = RNG.uniform(-1, 1, size=(3, 2))
+    with CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), "threads", micro_batch=2, batch_window=3600.0, timeout=60,
+                       deadline=0.2, direct_dispatch=True,
+                       faults=Faults(workers={0: "slow"}, slow_delay=30.0)) as ex:
+        futs = [ex.submit_one(x) for x in X]  # requests 0, 1: input 0 (sent at once); 2: input 1
+        Y = np.stack([fu.result(timeout=30) for fu in futs])
+        assert ex.stats["early_closes"] == 1 and ex._batcher.batches == 1
+    np.testing.assert_array_equal(Y[2], f(X[2]))  # input 1's own worker
+    np.testing.assert_allclose(Y, f(X), atol=0.2)  # input 0: decoded from workers 1, 2, 3
+
+
 def test_shutdown_with_cancel_futures_leaves_no_request_of_an_open_batch_pending():
     ex = CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), "threads", micro_batch=2, batch_window=3600.0, timeout=60,
                        direct_dispatch=True, faults=Faults(workers={0: "slow"}, slow_delay=30.0))

@@ -120,8 +120,11 @@ class CodedExecutor(StreamingExecutor):
         For :meth:`submit_one`: send each worker that carries an input
         unchanged (see ``early``) its task as soon as that input's B rows of
         the batch are in, instead of when the batch closes; the other tasks
-        go out when it closes (full, or ``batch_window`` expired). Needs
-        ``early=True`` and such workers (ValueError otherwise). Default False.
+        go out when it closes (full, ``batch_window`` expired, or one of its
+        early tasks is still out past the ``deadline``: closing then sends
+        the parity tasks that can stand in for it; ``stats["early_closes"]``
+        counts those). Needs ``early=True`` and such workers (ValueError
+        otherwise). Default False.
     n_min : int, optional
         Fewest usable results to decode from. Default: the scheme's own
         ``can_decode``, i.e. ``scheme.trusted_returns`` (K for GCC, LeTCC and
@@ -240,6 +243,7 @@ class CodedExecutor(StreamingExecutor):
             self.deadline = None if deadline is None else check_nonnegative(deadline, "deadline")
         self._recent = deque(maxlen=self._adaptive.window if self._adaptive else 1)  # task latencies, s
         self._direct = direct_slots(scheme) if early else {}
+        self.direct_dispatch = bool(direct_dispatch)
         if direct_dispatch and not self._direct:
             raise ValueError("direct_dispatch needs early=True and a scheme with workers that carry an input "
                              "unchanged (systematic GCC, LeTCC or BACC, ParM, replication, uncoded), got "
@@ -728,8 +732,12 @@ class CodedExecutor(StreamingExecutor):
                         batches = [b for i in touched if (b := self._batches.get(i)) is not None]
                     settle = [s for b in batches if (s := self._step_or_fail(b, now))]
                     early, self._early_settle = self._early_settle, []
+                    late = self._late_open_batches(batches, now) if self.direct_dispatch else []
                 _settle_early(early)
                 _settle(settle)
+                for index in late:  # outside the lock: the batcher takes its own lock, then ours
+                    if self._batcher.close_early(index):
+                        self.stats["early_closes"] += 1
         finally:
             if not self._stop.is_set():  # died of something unforeseen: no future may wait for ever
                 log.error("dispatcher stopped unexpectedly; failing every pending batch")
@@ -830,6 +838,14 @@ class CodedExecutor(StreamingExecutor):
                 log.warning("worker hung; restarting", extra={"worker": w})
                 self._restart(w, f"hung > {self.hang_timeout:g} s", now)
 
+    def _late_open_batches(self, batches, now) -> list[int]:
+        """Open batches (direct dispatch) with an early task still out past the deadline:
+        closing them now sends the parity tasks that can stand in for it."""
+        if self.deadline is None:
+            return []
+        return [b.index for b in batches if b.t0 is None
+                and any(now - b.sent_at[s] > self.deadline for s in b.outstanding if s in b.sent_at)]
+
     def _open_head(self, q) -> bool:
         """Whether the worker's current task belongs to an open batch (not timed until it closes)."""
         b = self._batches.get(q.tasks[0][0]) if q.tasks else None
@@ -855,6 +871,9 @@ class CodedExecutor(StreamingExecutor):
             reachable=self._decodable(slots + list(b.outstanding)),
             outstanding=len(b.outstanding),
             can_redispatch=any(self._helpers(b, s) for s in missing),
+            # direct dispatch: the deadline counts from the latest send among the tasks still out
+            waited=(now - max(b.sent_at.get(s, b.t0) for s in b.outstanding)
+                    if b.sent_at and b.outstanding else None),
         )
         action = decide(state, self._policy)
         if action.kind == "decode":

@@ -63,6 +63,12 @@ class GatherState:
     can_redispatch : bool
         Some missing coded input has not been re-sent yet and a worker can
         take it.
+    waited : float, optional
+        Where the batch's tasks left at different times (direct dispatch):
+        seconds the most recently sent of the outstanding tasks has been
+        out. The deadline then counts from it: a batch is past its deadline
+        when every task still out is late, however long ago the batch
+        closed. None: from ``elapsed``.
     """
 
     elapsed: float
@@ -71,6 +77,7 @@ class GatherState:
     reachable: bool
     outstanding: int
     can_redispatch: bool = False
+    waited: float | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +115,8 @@ def decide(state: GatherState, policy: GatherPolicy) -> Action:
     A batch that is not decodable and has nothing outstanding and nothing to
     re-send fails whatever the policy: waiting cannot help it.
     """
-    past_deadline = policy.deadline is not None and state.elapsed >= policy.deadline
+    waited = state.elapsed if state.waited is None else state.waited
+    past_deadline = policy.deadline is not None and waited >= policy.deadline
     if state.enough and state.decodable:
         return DECODE
     if state.decodable and (state.outstanding == 0 or past_deadline):

@@ -102,6 +102,7 @@ class RequestBatcher:
         self._pending: list[tuple[np.ndarray, Future]] = []
         self._opened = 0.0  # when the oldest pending request arrived
         self._closed = False
+        self._close_asked = False  # close the open batch now, whatever its age (ColumnBatcher.close_early)
         self._thread: threading.Thread | None = None
         self.batches = 0  # batches dispatched
         self.partial = 0  # of which dispatched at the window's expiry, not full
@@ -170,7 +171,8 @@ class RequestBatcher:
                     if self._closed:
                         return
                     age = time.monotonic() - self._opened
-                    if due(self._count(), self.capacity, age, self.window):
+                    asked, self._close_asked = self._close_asked, False
+                    if due(self._count(), self.capacity, age, 0.0 if asked else self.window):
                         batch = self._take()
                         break
                     # bounded waits: re-check the clock at least every second
@@ -268,6 +270,18 @@ class ColumnBatcher(RequestBatcher):
 
     def _count(self) -> int:
         return 0 if self._open is None else self._open.n
+
+    def close_early(self, index) -> bool:
+        """Close the open batch now (its window not yet expired) if its index is ``index``:
+        the executor asks when one of its early tasks is late, so that the parity tasks that
+        can stand in for it go out. The batcher's own thread closes it. Returns whether asked."""
+        with self._cond:
+            if (self._closed or self._close_asked or self._open is None or self._open.token[0] != index
+                    or not self._open.sent):
+                return False
+            self._close_asked = True
+            self._cond.notify_all()
+            return True
 
     def _add(self, x, fut):
         if self._open is None:
