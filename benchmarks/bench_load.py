@@ -30,7 +30,8 @@ factor x K workers except ``uncoded`` (K workers):
   when the batch fills or its window expires (parity tasks still wait);
 * ``gcc-sys-any``: systematic GCC that, at the deadline, decodes from as few
   as K - 1 returns instead of waiting for the K-th (``n_min = K - 1``): the
-  late inputs get a less accurate answer, sooner;
+  late inputs get a less accurate answer, sooner; ``gcc-sys-direct-any``:
+  both;
 * ``parm``: ParM.for_workload(workload, K), only where N = K + 1.
 
 Every scheme sees the same arrival times and the same per-worker straggler

@@ -30,14 +30,15 @@ def test_straggler_processes_and_a_clear_error_for_an_unknown_one():
 
 
 @pytest.mark.parametrize("name", ["uncoded", "replication", "hedged", "gcc-sys", "gcc-sys-direct", "gcc-sys-any",
-                                  "gcc", "bacc"])
+                                  "gcc-sys-direct-any", "gcc", "bacc"])
 def test_an_open_loop_run_answers_every_request(name):
     X = np.random.default_rng(5).uniform(-1, 1, size=(24, 2))
     faults = WorkerStragglers(straggler_model("slow-nodes", base=0.002), N, seed=1)
     with make_executor(name, MODEL, K, N, micro_batch=2, base=0.002, window=0.004, faults=faults,
                        backend="threads") as ex:
-        if name == "gcc-sys-any":  # decodes at the deadline from K - 1 returns
+        if name.endswith("-any"):  # decodes at the deadline from K - 1 returns
             assert ex.n_min == K - 1
+        assert getattr(ex, "direct_dispatch", False) == ("direct" in name)
         run = run_open_loop(ex, X, arrival_times(rate=400.0, n=len(X), seed=2), run_limit=30.0)
     row = summarize(run, f(X), offered=0.5)
     assert run.lost == 0 and run.errors == 0 and run.answered.all()

@@ -39,8 +39,8 @@ __all__ = ["STRAGGLERS", "SCHEMES", "arrival_times", "straggler_model", "LoadRun
            "summarize", "CpuHog"]
 
 STRAGGLERS = ("none", "slow-nodes", "pareto", "cpu-hog")
-SCHEMES = ("uncoded", "replication", "hedged", "gcc-sys", "gcc-sys-direct", "gcc-sys-any", "gcc", "gcc-cal", "bacc",
-           "letcc", "parm")
+SCHEMES = ("uncoded", "replication", "hedged", "gcc-sys", "gcc-sys-direct", "gcc-sys-any", "gcc-sys-direct-any", "gcc",
+           "gcc-cal", "bacc", "letcc", "parm")
 
 # The coded schemes' gather: decode at the adaptive deadline with whatever arrived (at least the trusted
 # floor): deadline = clip(1.5 * p90 of the last 512 task latencies, 0.5 base, 10 base) (see make_executor).
@@ -198,15 +198,16 @@ def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backe
     if scheme is None:
         scheme = {"gcc-sys": lambda: GCC(K, N, worker_points="systematic"),
                   "gcc-sys-direct": lambda: GCC(K, N, worker_points="systematic"),
+                  "gcc-sys-direct-any": lambda: GCC(K, N, worker_points="systematic"),
                   "gcc-sys-any": lambda: GCC(K, N, worker_points="systematic"), "gcc": lambda: GCC(K, N),
                   "bacc": lambda: BACC(K, N), "parm": lambda: ParM.for_workload(model.name, K)}[name]()
     # gcc-sys-any decodes at the deadline from as few as K - 1 returns (GCC's any-subset decode) instead of
     # waiting for the K-th: the late inputs get a less accurate answer, sooner
-    n_min = max(scheme.min_returns, K - 1) if name == "gcc-sys-any" else None
+    n_min = max(scheme.min_returns, K - 1) if name in ("gcc-sys-any", "gcc-sys-direct-any") else None
     # past the deadline with fewer than the floor: wait for it (decode as soon as it is reached)
     # gcc-sys-direct sends each systematic task as soon as its input's rows are in, not when the batch closes
     return CodedExecutor(model, scheme, backend, deadline=deadline, on_insufficient="wait", n_min=n_min,
-                         direct_dispatch=name == "gcc-sys-direct", **opts)
+                         direct_dispatch=name in ("gcc-sys-direct", "gcc-sys-direct-any"), **opts)
 
 
 def summarize(run: LoadRun, truth: np.ndarray, offered: float) -> dict:
