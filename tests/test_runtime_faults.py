@@ -218,7 +218,40 @@ def test_short_chaos_soak_accounts_for_every_input(backend):
     assert r.bad_inputs > 0 and r.bad_inputs_rejected == r.bad_inputs
     assert r.fewest_returns >= r.trusted_returns == 4
     assert r.stats.get("crashes", 0) + r.stats.get("hangs", 0) > 0 and sum(r.signals.values()) > 0
-    assert r.pids_left == 0 and r.pids_seen > 12
+    assert r.pids_left == 0
+    if backend == "local":  # replaced workers came up during the run
+        assert r.pids_seen > 12
+    # a Ray actor takes seconds to start on 2 busy cores, and the soak can end first (measured: 12
+    # restarts, none ready within the 19 s run); test_a_restarted_ray_actor_comes_back checks them
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(180)
+def test_a_restarted_ray_actor_comes_back_after_sigstop_and_sigkill():
+    pytest.importorskip("ray")
+    from gencc.runtime.events import WorkerReady
+    from gencc.runtime.ray_backend import RayBackend
+
+    be = RayBackend(MODEL, 4)
+    be.start()
+    try:
+        old = list(be.pids)
+        os.kill(old[1], signal.SIGSTOP)
+        os.kill(old[2], signal.SIGKILL)
+        be.restart(1)
+        be.restart(2)
+        ready, end = set(), time.monotonic() + 120
+        while ready != {1, 2} and time.monotonic() < end:
+            ready.update(ev.worker for ev in be.poll(0.1) if isinstance(ev, WorkerReady))
+        assert ready == {1, 2} and be.restarts == [0, 1, 1, 0]
+        assert be.pids[1] not in old and be.pids[2] not in old and be.pids[0] == old[0]
+        assert not _alive(old[2])
+    finally:
+        be.shutdown()
+    end = time.monotonic() + 15
+    while any(_alive(p) for p in old + be.pids if p) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in old + be.pids if p)
 
 
 @pytest.mark.parametrize("backend", ["local", "threads", pytest.param("ray", marks=pytest.mark.ray)])
