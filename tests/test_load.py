@@ -46,3 +46,9 @@ def test_an_open_loop_run_answers_every_request(name):
     if name in ("uncoded", "replication", "hedged"):  # exact answers
         np.testing.assert_allclose(run.outputs, f(X), rtol=1e-12, atol=1e-12)
     assert row["lost"] == row["unaccounted"] == 0 and row["answered"] == len(X)
+
+
+def test_an_unknown_scheme_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="name must be one of"):
+        make_executor("gcc-sys-fast", MODEL, K, N, micro_batch=2, base=0.002, window=0.004, faults=None,
+                      backend="threads")

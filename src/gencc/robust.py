@@ -133,6 +133,23 @@ def _standardised(t, Y, kernel, lam):
     return np.sign(c) * np.sqrt(np.abs(c * r)), r
 
 
+def _pooled_scores(z):
+    """Per row, the root-mean-square over coordinates of ``z`` in units of each
+    coordinate's robust scale ``s = 1.4826 * median|z|``: (q, s, ok), with ``ok``
+    the coordinates where s > 0; q is None where there is none."""
+    s = 1.4826 * np.median(np.abs(z), axis=0)
+    ok = s > 0
+    if not ok.any():
+        return None, s, ok
+    return np.sqrt(np.mean((z[:, ok] / s[ok]) ** 2, axis=1)), s, ok
+
+
+def _top_rows(score, real, n, above) -> list[int]:
+    """The (at most ``n``) highest-scoring real rows, those above ``above``, highest first."""
+    return [int(j) for j in np.argsort(-np.where(real, score, -np.inf), kind="stable")[:n]
+            if real[j] and score[j] > above]
+
+
 def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 3.0,
                     kernel: Kernel | None = None, lam: float = 1e-8, local: int = 0,
                     local_threshold: float = 3.0, rtol: float = 1e-7, contrast: bool = False,
@@ -311,11 +328,9 @@ def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 
         if contrast:  # the spike against the mean of its two neighbours (rows sorted by t)
             zp = np.pad(z, ((1, 1), (0, 0)), mode="reflect")
             z = z - 0.5 * (zp[:-2] + zp[2:])
-        s = 1.4826 * np.median(np.abs(z), axis=0)
-        ok = s > 0
-        if not ok.any():
+        q, s, ok = _pooled_scores(z)
+        if q is None:
             break
-        q = np.sqrt(np.mean((z[:, ok] / s[ok]) ** 2, axis=1))
         if local:
             # each row's score over the median score of its 2*local nearest rows (itself excluded)
             m = q.size
@@ -336,21 +351,16 @@ def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 
             m = q.size
             rank = q
             if rank_lam is not None:  # candidates ranked by a smoother fit's scores
-                zr = _standardised(t[rows], Y[rows], kernel, rank_lam)[0]
-                sr = 1.4826 * np.median(np.abs(zr), axis=0)
-                okr = sr > 0
-                rank = np.sqrt(np.mean((zr[:, okr] / sr[okr]) ** 2, axis=1)) if okr.any() else q
-            above = threshold if rank_lam is None else rank_threshold
-            cands = [int(j) for j in np.argsort(-np.where(real, rank, -np.inf), kind="stable")[:confirm]
-                     if real[j] and rank[j] > above]
+                rank = _pooled_scores(_standardised(t[rows], Y[rows], kernel, rank_lam)[0])[0]
+                rank = q if rank is None else rank
+            cands = _top_rows(rank, real, confirm, threshold if rank_lam is None else rank_threshold)
             if also_lam is not None:  # and the top of a smoother fit's scores (liars masking each other)
-                za = _standardised(t[rows], Y[rows], kernel, also_lam)[0]
-                sa = 1.4826 * np.median(np.abs(za), axis=0)
-                oka = sa > 0
-                if oka.any():
-                    qa = np.sqrt(np.mean((za[:, oka] / sa[oka]) ** 2, axis=1))
-                    cands += [int(j) for j in np.argsort(-np.where(real, qa, -np.inf), kind="stable")[:confirm]
-                              if real[j] and qa[j] > threshold and int(j) not in cands]
+                qa = _pooled_scores(_standardised(t[rows], Y[rows], kernel, also_lam)[0])[0]
+                if qa is not None:
+                    cands += [j for j in _top_rows(qa, real, confirm, threshold) if j not in cands]
+            if vote is not None:  # per coordinate: the scores in units of s, and their median square
+                zs = z[:, ok] / s[ok]
+                medk = np.maximum(np.median(z[:, ok] ** 2, axis=0) / s[ok] ** 2, np.finfo(float).tiny)
             for j in cands:
                 # the row alone, and (pairs) with its higher-scoring neighbour: two adjacent liars mask
                 # each other, and removing one of them alone explains little
@@ -362,13 +372,11 @@ def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 
                     sub = np.delete(rows, B)
                     if sub.size < 4:
                         continue
-                    z2 = _standardised(t[sub], Y[sub], kernel, lam)[0]
-                    q2 = np.mean((z2[:, ok] / s[ok]) ** 2, axis=1)
+                    z2sq = (_standardised(t[sub], Y[sub], kernel, lam)[0][:, ok] / s[ok]) ** 2
+                    q2 = np.mean(z2sq, axis=1)
                     g = (np.sum(np.delete(q, B) ** 2) - np.sum(q2)) / ref / len(B)
                     if vote is not None:  # each coordinate's own drop, in its own median squared scores
-                        zo = np.delete(z[:, ok] / s[ok], B, axis=0)
-                        d = np.sum(zo**2, axis=0) - np.sum((z2[:, ok] / s[ok]) ** 2, axis=0)
-                        medk = np.maximum(np.median(z[:, ok] ** 2, axis=0) / s[ok] ** 2, np.finfo(float).tiny)
+                        d = np.sum(np.delete(zs, B, axis=0) ** 2, axis=0) - np.sum(z2sq, axis=0)
                         if np.mean(d / medk > gain) < vote:
                             continue
                     if g > gain and (best is None or g > best[1]):

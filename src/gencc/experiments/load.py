@@ -185,6 +185,8 @@ def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backe
     """The executor serving scheme ``name`` on N workers (uncoded: on K)."""
     from ..schemes import BACC, GCC, ParM, Replication, Uncoded
 
+    if name not in SCHEMES + ("uncoded-clean",):
+        raise ValueError(f"name must be one of {SCHEMES + ('uncoded-clean',)}, got {name!r}")
     opts = dict(micro_batch=micro_batch, batch_window=window, faults=faults, timeout=timeout,
                 backend_options=backend_options, max_in_flight=1_000_000)
     if name == "hedged":
@@ -196,18 +198,18 @@ def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backe
     if name == "replication":
         return CodedExecutor(model, Replication(K, N), backend, **opts)
     if scheme is None:
-        scheme = {"gcc-sys": lambda: GCC(K, N, worker_points="systematic"),
-                  "gcc-sys-direct": lambda: GCC(K, N, worker_points="systematic"),
-                  "gcc-sys-direct-any": lambda: GCC(K, N, worker_points="systematic"),
-                  "gcc-sys-any": lambda: GCC(K, N, worker_points="systematic"), "gcc": lambda: GCC(K, N),
-                  "bacc": lambda: BACC(K, N), "parm": lambda: ParM.for_workload(model.name, K)}[name]()
-    # gcc-sys-any decodes at the deadline from as few as K - 1 returns (GCC's any-subset decode) instead of
-    # waiting for the K-th: the late inputs get a less accurate answer, sooner
-    n_min = max(scheme.min_returns, K - 1) if name in ("gcc-sys-any", "gcc-sys-direct-any") else None
-    # past the deadline with fewer than the floor: wait for it (decode as soon as it is reached)
-    # gcc-sys-direct sends each systematic task as soon as its input's rows are in, not when the batch closes
+        if name.startswith("gcc-sys"):  # gcc-sys and its variants (below)
+            scheme = GCC(K, N, worker_points="systematic")
+        else:
+            scheme = {"gcc": lambda: GCC(K, N), "bacc": lambda: BACC(K, N),
+                      "parm": lambda: ParM.for_workload(model.name, K)}[name]()
+    # -any: decode at the deadline from as few as K - 1 returns (GCC's any-subset decode) instead of
+    # waiting for the K-th: the late inputs get a less accurate answer, sooner; -direct: send each
+    # systematic task as soon as its input's rows are in, not when the batch closes. Past the deadline
+    # with fewer than the floor: wait for it (decode as soon as it is reached)
+    n_min = max(scheme.min_returns, K - 1) if name.endswith("-any") else None
     return CodedExecutor(model, scheme, backend, deadline=deadline, on_insufficient="wait", n_min=n_min,
-                         direct_dispatch=name in ("gcc-sys-direct", "gcc-sys-direct-any"), **opts)
+                         direct_dispatch="-direct" in name, **opts)
 
 
 def summarize(run: LoadRun, truth: np.ndarray, offered: float) -> dict:

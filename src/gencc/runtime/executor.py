@@ -397,11 +397,7 @@ class CodedExecutor(StreamingExecutor):
         with self._lock:
             if (self._shutdown and not closing_ok) or self._sealed:  # shut down while encoding
                 raise RuntimeError("cannot submit to an executor that was shut down")
-            if opened is None:
-                index = next(self._counter)
-                plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
-            else:
-                index, plan = opened
+            index, plan = self._next_batch() if opened is None else opened
             b = BatchState(index, coded, plan, t1, fut, t1 - t0, size=B)
             b.on_early = on_early if self._direct else None
             self._batches[index] = b
@@ -410,12 +406,15 @@ class CodedExecutor(StreamingExecutor):
         return fut
 
     # -- direct dispatch (ColumnBatcher): a batch open while its columns go out ----------------
+    def _next_batch(self):
+        """A new batch's index and fault plan (the lock held)."""
+        index = next(self._counter)
+        return index, self.faults.plan(index, self.scheme.n_workers) if self.faults else None
+
     def _open_batch(self):
         """Take a batch index and its fault plan when a batch's first request arrives."""
         with self._lock:
-            index = next(self._counter)
-            plan = self.faults.plan(index, self.scheme.n_workers) if self.faults else None
-        return index, plan
+            return self._next_batch()
 
     def _send_column(self, opened, k, Xk, on_early):
         """Send the direct slot(s) of input k, Xk of shape (B, *in_shape): the batch is

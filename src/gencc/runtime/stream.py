@@ -192,14 +192,13 @@ class RequestBatcher:
         rows = [x for x, _ in live]
         rows += [rows[-1]] * (padded_rows(n, self.K) - n)
         futures = [fut for _, fut in live]
+        kw = {}
+        if self.early:
+            kw["on_early"] = lambda r, out: _answer_early(futures, r, out)
+        if opened is not None:  # ColumnBatcher: a batch whose index was taken when it opened
+            kw["opened"] = opened
         try:
-            if opened is not None:  # ColumnBatcher: a batch whose index was taken when it opened
-                bfut = self._dispatch(np.stack(rows), on_early=lambda r, out: _answer_early(futures, r, out),
-                                      opened=opened)
-            elif self.early:
-                bfut = self._dispatch(np.stack(rows), on_early=lambda r, out: _answer_early(futures, r, out))
-            else:
-                bfut = self._dispatch(np.stack(rows))
+            bfut = self._dispatch(np.stack(rows), **kw)
         except BaseException as exc:
             for fut in futures:
                 fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
