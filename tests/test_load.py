@@ -45,6 +45,11 @@ def test_an_open_loop_run_answers_every_request(name):
     assert np.isfinite(run.latencies).all()
     if name in ("uncoded", "replication", "hedged"):  # exact answers
         np.testing.assert_allclose(run.outputs, f(X), rtol=1e-12, atol=1e-12)
+        assert run.said_exact.all() and row["said_exact"] == 1.0
+    if name in ("gcc", "bacc"):  # every answer decoded
+        assert not run.said_exact.any()
+    assert row["said_exact_wrong"] == 0  # an answer called exact is f's own output
+    assert run.said_untrusted.any() <= name.endswith("-any")  # only a decode from K - 1 is untrusted
     assert row["lost"] == row["unaccounted"] == 0 and row["answered"] == len(X)
 
 

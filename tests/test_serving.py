@@ -9,7 +9,7 @@ import pytest
 
 import gencc
 from gencc.errors import BatchFailedError, InvalidInputError, MissingOutputsError
-from gencc.runtime import CodedExecutor, Faults
+from gencc.runtime import AnswerInfo, CodedExecutor, Faults, RequestFuture
 from gencc.runtime.microbatch import decode_stacked, encode_stacked, requests_of_inputs
 from gencc.runtime.stream import RequestBatcher, due, padded_rows
 from gencc.runtime.threads import ThreadBackend
@@ -159,6 +159,9 @@ def test_a_batcher_pads_a_partial_batch_and_gives_every_request_its_row():
                                           n_required=1)
             return got[-1][i]
 
+        def answer_info(self, i):
+            return AnswerInfo(exact=False, error_estimate=float(i), batch=len(got) - 1)
+
     def dispatch(X):
         got.append(X)
         fut = Future()
@@ -174,6 +177,7 @@ def test_a_batcher_pads_a_partial_batch_and_gives_every_request_its_row():
     assert got[1].shape == (4, 2)  # 2 live requests padded to K = 4
     np.testing.assert_allclose(got[1][:, 0], [8, 10, 10, 10])
     assert futs[9].cancelled() and futs[10].result()[0] == 10 and futs[8].result()[0] == 8
+    assert futs[10].info.error_estimate == 1.0 and futs[10].info.batch == 1 and futs[9].info is None
     with pytest.raises(MissingOutputsError):
         futs[2].result()
     with pytest.raises(RuntimeError, match="shut down"):
@@ -294,6 +298,8 @@ def test_a_systematic_code_answers_each_request_when_its_own_worker_returns():
             early, ex._early_settle = ex._early_settle, []
         _settle_early(early)
         assert futs[1].result(timeout=0) == pytest.approx([4.0]) and not futs[0].done()
+        assert futs[1].info == AnswerInfo(exact=True, error_estimate=0.0, trusted=True, n_returned=None, batch=0)
+        assert futs[0].info is None  # pending
         with ex._lock:
             for w in (2, 3):
                 ex._handle(TaskResult(w, 0, w, 2.0 * task[w].x, 0.0), t0 + 0.2)
@@ -305,8 +311,53 @@ def test_a_systematic_code_answers_each_request_when_its_own_worker_returns():
         out = res[1]
         assert futs[0].done() and out.outputs.shape == (2, 1)  # the batch keeps both inputs
         assert out.decode_info["exact"].tolist() == [False, True]
+        assert futs[0].info == AnswerInfo(exact=False, error_estimate=out.error_estimate, trusted=True, n_returned=3,
+                                          batch=0)
+        assert out.error_estimate is not None
     finally:
         ex.shutdown(wait=False)
+
+
+def test_an_answer_decoded_from_fewer_than_the_trusted_returns_says_so():
+    be = FakeBackend(5)
+    ex = CodedExecutor("unused", gencc.GCC(3, 5, worker_points="systematic"), be, batch_window=3600.0, timeout=60,
+                       n_min=2, deadline=1.0)
+    try:
+        _frozen(ex)
+        futs = [ex.submit_one(np.full(1, float(i + 1))) for i in range(3)]
+        t0 = ex._batches[0].t0
+        task = {w: t for w, t in be.sent}
+        with ex._lock:
+            for w in (1, 2):  # inputs 1 and 2's own workers; input 0's and both parities never return
+                ex._handle(TaskResult(w, 0, w, 2.0 * task[w].x, 0.0), t0 + 0.1)
+            early, ex._early_settle = ex._early_settle, []
+            assert ex._step(ex._batches[0], t0 + 0.5) is None  # before the deadline: waits
+            res = ex._step(ex._batches[0], t0 + 1.5)  # past it: decoded from 2 < K = 3
+        _settle_early(early)
+        _settle([res])
+        out = res[1]
+        assert out.returned == (1, 2) and not out.trusted
+        assert futs[0].info.exact is False and futs[0].info.trusted is False and futs[0].info.n_returned == 2
+        assert futs[0].info.error_estimate == out.error_estimate
+        for fu in futs[1:]:  # exact answers are trusted whatever the batch
+            assert fu.info.exact and fu.info.trusted and fu.info.error_estimate == 0.0
+            assert fu.info == out.answer_info(futs.index(fu)) or fu.info.n_returned is None
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_a_request_future_keeps_the_first_answer_and_its_info():
+    fut = RequestFuture()
+    first, second = AnswerInfo(True, 0.0), AnswerInfo(False, 0.5, trusted=False)
+    assert fut.info is None and fut.answer(np.ones(2), first)
+    assert not fut.answer(np.zeros(2), second) and not fut.fail(RuntimeError("late"))
+    assert fut.info is first and fut.result()[0] == 1.0
+    cancelled = RequestFuture()
+    assert cancelled.cancel() and not cancelled.answer(np.ones(2), first) and cancelled.info is None
+    failed = RequestFuture()
+    assert failed.fail(ValueError("bad")) and failed.info is None
+    with pytest.raises(ValueError, match="bad"):
+        failed.result()
 
 
 def test_a_slow_primary_is_hedged_the_backup_answers_and_the_loser_is_cancelled():
@@ -345,8 +396,11 @@ def test_hedged_requests_answer_every_input_on_real_workers():
     with HedgedExecutor(MODEL, 3, "threads", hedge_delay=0.05, timeout=30) as ex:
         X = RNG.normal(size=(12, 4))
         got = np.stack(list(ex.map(X, timeout=60)))
+        fut = ex.submit_one(X[0])
+        fut.result(timeout=60)
     np.testing.assert_allclose(got, f(X), rtol=1e-9, atol=1e-9)
-    assert ex.stats["answered"] == 12 and ex.stats["failed"] == 0
+    assert ex.stats["answered"] == 13 and ex.stats["failed"] == 0
+    assert fut.info == AnswerInfo(exact=True, error_estimate=0.0)
 
 
 def test_hedged_bad_inputs_fail_alone_and_every_other_input_is_answered():
@@ -540,6 +594,10 @@ def test_a_failed_direct_worker_leaves_its_requests_to_the_decode(backend):
     assert ex.stats["erasures"] == 2 and ex.stats["batches"] == 2  # worker 0 failed in both batches
     inp1 = [j for j in range(8) if (j % 4) // 2 == 1]  # requests 2, 3, 6, 7 are input 1: its worker's own
     np.testing.assert_array_equal(Y[inp1], f(X[inp1]))
+    assert [futs[j].info.exact for j in range(8)] == [j in inp1 for j in range(8)]
+    for j in set(range(8)) - set(inp1):
+        info = futs[j].info
+        assert info.trusted and info.n_returned == 3 and info.error_estimate is not None and info.batch in (0, 1)
     np.testing.assert_allclose(Y, f(X), atol=0.2)  # input 0: decoded from workers 1, 2, 3
 
 

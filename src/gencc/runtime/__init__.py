@@ -5,7 +5,8 @@ function, when a batch is decoded or failed; ``backend`` is the contract a
 pool of workers keeps, implemented by ``local`` (processes) and
 ``ray_backend`` (actors); ``events`` names what crosses between them;
 ``faults`` injects stragglers and faults, the same way on both; ``hedged``
-serves uncoded with hedged requests (the baseline).
+serves uncoded with hedged requests (the baseline); ``request`` is the
+future of one ``submit_one`` request and how its answer was obtained.
 """
 
 from ..errors import BatchFailedError, InvalidInputError
@@ -15,7 +16,8 @@ from .executor import CodedExecutor
 from .faults import FAULT_KINDS, Faults, TaskFault, WorkerStragglers
 from .gather import AdaptiveDeadline, GatherPolicy, GatherState, decide
 from .hedged import HedgedExecutor, HedgedResult
+from .request import AnswerInfo, RequestFuture
 
 __all__ = ["CodedExecutor", "BatchResult", "BatchFailedError", "InvalidInputError", "Faults", "TaskFault",
            "FAULT_KINDS", "Backend", "GatherPolicy", "GatherState", "decide", "AdaptiveDeadline", "HedgedExecutor",
-           "HedgedResult", "WorkerStragglers"]
+           "HedgedResult", "WorkerStragglers", "AnswerInfo", "RequestFuture"]

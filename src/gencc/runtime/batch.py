@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import MissingOutputsError
+from .request import AnswerInfo
 
 __all__ = ["BatchResult"]
 
@@ -55,6 +56,10 @@ class BatchResult:
         ``GCC(robust=True)``); they stay in ``returned``. Empty for schemes
         without a robust decode. The executor's ``stats["flagged"]`` sums
         them over answered batches (what :meth:`submit_one` callers can see).
+    trusted : bool
+        Whether the decode used at least the scheme's ``trusted_returns``
+        results (flagged ones not counted). False only where ``n_min`` let
+        a batch be decoded from fewer; its decoded rows are guesses.
     """
 
     batch: int
@@ -71,6 +76,14 @@ class BatchResult:
     error_estimate: float | None = None
     decode_info: dict = field(default_factory=dict, repr=False)
     flagged: tuple = ()
+    trusted: bool = True
+
+    def answer_info(self, k: int) -> AnswerInfo:
+        """How input k's output was obtained (what its :meth:`submit_one` future's ``info`` says)."""
+        exact = self.decode_info.get("exact")
+        if exact is not None and bool(exact[k]):
+            return AnswerInfo(True, 0.0, True, len(self.returned), self.batch)
+        return AnswerInfo(False, self.error_estimate, self.trusted, len(self.returned), self.batch)
 
     def output(self, k: int) -> np.ndarray:
         """Output of input k, or MissingOutputsError if it has none."""
@@ -99,7 +112,7 @@ class BatchState:
         self.failed: dict[int, str] = {}
         self.outstanding: dict[int, int] = {}  # slot -> worker computing it
         self.redispatched: set[int] = set()
-        self.on_early = None  # callable(rows, outputs) answering inputs before the decode
+        self.on_early = None  # callable(rows, outputs, batch) answering inputs before the decode
         self.early_done: set[int] = set()  # inputs (0..K-1) answered early
         self.sent_at: dict[int, float] = {}  # slot -> when first sent, where not t0 (direct dispatch)
 

@@ -26,6 +26,7 @@ from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import ON_INSUFFICIENT, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline, decide, early_inputs
 from .microbatch import decode_stacked, encode_stacked
+from .request import RequestFuture
 from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor, check_input
 
 __all__ = ["CodedExecutor"]
@@ -340,7 +341,7 @@ class CodedExecutor(StreamingExecutor):
                 raise RuntimeError("cannot submit to an executor that was shut down")
         return self._submit_batch(X, closing_ok=False)
 
-    def submit_one(self, x) -> Future:
+    def submit_one(self, x) -> RequestFuture:
         """Submit a single input; it is coded with others in a micro-batch.
 
         Requests are gathered into batches of up to ``micro_batch * K``: a full
@@ -355,8 +356,12 @@ class CodedExecutor(StreamingExecutor):
 
         Returns
         -------
-        concurrent.futures.Future
-            Resolves to f(x)'s estimate, an ndarray of shape out_shape. Raises
+        RequestFuture
+            Resolves to f(x)'s estimate, an ndarray of shape out_shape; its
+            ``info`` (an :class:`~gencc.runtime.AnswerInfo`, set with the
+            result) says whether the answer is exact (its own worker's, a
+            replica's) or decoded, the decoder's error estimate, and whether
+            the decode had the scheme's trusted number of returns. Raises
             (from ``result()``) :class:`~gencc.errors.InvalidInputError` for an
             input that cannot be computed (NaN, Inf, complex, non-numeric,
             another shape: already failed when returned, and its batch never
@@ -378,8 +383,8 @@ class CodedExecutor(StreamingExecutor):
 
     def _submit_batch(self, X, *, closing_ok: bool, on_early=None, opened=None) -> Future:
         """Encode and dispatch; ``closing_ok`` lets shutdown's final flush through;
-        ``on_early(rows, outputs)`` is called (dispatcher thread, no lock held)
-        with the rows of X answered early and their outputs, shape (len(rows), *out_shape);
+        ``on_early(rows, outputs, batch)`` is called (dispatcher thread, no lock held)
+        with the rows of X answered early, their outputs, shape (len(rows), *out_shape), and the batch's index;
         ``opened``: the (index, plan) taken by :meth:`_open_batch` (direct dispatch)."""
         K = self.scheme.n_inputs
         X2, in_shape = check_batch(X, "X")  # real, finite, at least one row
@@ -806,7 +811,7 @@ class CodedExecutor(StreamingExecutor):
             for k in early_inputs([ev.slot], self._direct, b.early_done):
                 b.early_done.add(k)
                 rows = [r * self.scheme.n_inputs + k for r in range(b.size)]
-                self._early_settle.append((b.on_early, rows, b.results[ev.slot]))
+                self._early_settle.append((b.on_early, rows, b.results[ev.slot], b.index))
 
     def _restart(self, w, why, now):
         """Erase the worker's unfinished tasks and replace it: only the executor restarts workers."""
@@ -930,6 +935,7 @@ class CodedExecutor(StreamingExecutor):
             wall_time=time.monotonic() - b.t0 + b.encode_time, encode_time=b.encode_time,
             decode_time=time.monotonic() - t0, error_estimate=None if est is None else float(est),
             decode_info=info, flagged=tuple(int(s) for s in info.get("flagged", ())),
+            trusted=len(slots) - len(info.get("flagged", ())) >= self.scheme.trusted_returns,
         )
         self._retire(b)
         self.stats["batches"] += 1
@@ -1012,7 +1018,7 @@ class _EarlyRows(dict):
         super().__init__()
         self.cond = threading.Condition()
 
-    def update_rows(self, rows, outputs):
+    def update_rows(self, rows, outputs, _batch=None):
         with self.cond:
             for i, r in enumerate(rows):
                 self[r] = np.array(outputs[i], copy=True)
@@ -1025,9 +1031,9 @@ class _EarlyRows(dict):
 
 def _settle_early(items):
     """Run the early-answer callbacks (the caller's code) outside the lock; one failing stops no other."""
-    for callback, rows, outputs in items:
+    for callback, rows, outputs, batch in items:
         try:
-            callback(rows, outputs)
+            callback(rows, outputs, batch)
         except Exception:
             log.exception("an early-answer callback failed")
 

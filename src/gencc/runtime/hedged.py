@@ -32,6 +32,7 @@ from ..errors import BatchFailedError, InvalidInputError
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
+from .request import EXACT, AnswerInfo, RequestFuture
 from .stream import RequestBatcher, StreamingExecutor
 
 __all__ = ["HedgedExecutor", "HedgedResult"]
@@ -64,6 +65,10 @@ class HedgedResult:
 
     def output(self, i: int) -> np.ndarray:
         return self.outputs[i]
+
+    def answer_info(self, i: int) -> AnswerInfo:
+        """Every hedged answer is f computed on the input itself."""
+        return EXACT
 
 
 @dataclass
@@ -183,13 +188,14 @@ class HedgedExecutor(StreamingExecutor):
                 fut.set_exception(BatchFailedError(req.index, {}, 0, 1, "no worker could take it"))
         return fut
 
-    def submit_one(self, x) -> Future:
+    def submit_one(self, x) -> RequestFuture:
         """Submit one input; it is grouped with others under ``batch_window``.
 
         Returns
         -------
-        concurrent.futures.Future
-            Resolves to f(x), shape out_shape. Raises (from ``result()``)
+        RequestFuture
+            Resolves to f(x), shape out_shape (``info``: exact, from one of
+            its copies). Raises (from ``result()``)
             :class:`~gencc.errors.InvalidInputError` for an input that cannot
             be computed (NaN, Inf, complex, non-numeric, another shape than the
             first request's: already failed when returned, never sent), or

@@ -20,6 +20,7 @@ import numpy as np
 
 from .._validation import check_nonnegative
 from ..errors import InvalidInputError, MissingOutputsError
+from .request import AnswerInfo, RequestFuture
 
 __all__ = ["ColumnBatcher", "RequestBatcher", "StreamingExecutor", "check_input", "column_row", "due", "padded_rows"]
 
@@ -71,7 +72,8 @@ class RequestBatcher:
     ----------
     dispatch : callable
         ``dispatch(X)`` with X of shape (m*K, *in_shape), m >= 1, returns a
-        Future of a :class:`~gencc.runtime.BatchResult` (or raises).
+        Future of a :class:`~gencc.runtime.BatchResult` (or raises): anything
+        with ``output(i)`` and ``answer_info(i)`` for row i.
     capacity : int
         Most requests per batch (B*K).
     K : int
@@ -79,7 +81,7 @@ class RequestBatcher:
         Seconds the oldest request of a partial batch waits before the batch
         is padded and dispatched.
     early : bool
-        Call ``dispatch(X, on_early=callback)``: ``callback(rows, outputs)``
+        Call ``dispatch(X, on_early=callback)``: ``callback(rows, outputs, batch)``
         answers the requests of those rows before the batch ends (a
         systematic code's own workers); the batch's result then answers
         only the rest.
@@ -107,9 +109,9 @@ class RequestBatcher:
         self.batches = 0  # batches dispatched
         self.partial = 0  # of which dispatched at the window's expiry, not full
 
-    def put(self, x: np.ndarray) -> Future:
+    def put(self, x: np.ndarray) -> RequestFuture:
         """Queue one checked request; returns its future (pending until dispatched)."""
-        fut: Future = Future()
+        fut = RequestFuture()
         batch = None
         with self._cond:
             if self._closed:
@@ -194,14 +196,14 @@ class RequestBatcher:
         futures = [fut for _, fut in live]
         kw = {}
         if self.early:
-            kw["on_early"] = lambda r, out: _answer_early(futures, r, out)
+            kw["on_early"] = lambda r, out, batch: _answer_early(futures, r, out, batch)
         if opened is not None:  # ColumnBatcher: a batch whose index was taken when it opened
             kw["opened"] = opened
         try:
             bfut = self._dispatch(np.stack(rows), **kw)
         except BaseException as exc:
             for fut in futures:
-                fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+                fut.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             if not isinstance(exc, Exception):
                 raise
             return
@@ -298,7 +300,7 @@ class ColumnBatcher(RequestBatcher):
         return ob
 
     def _on_early(self, ob):
-        return lambda rows, out: _answer_early(ob.futs, rows, out)
+        return lambda rows, out, batch: _answer_early(ob.futs, rows, out, batch)
 
     def _send_column(self, ob, k):
         with ob.lock:
@@ -312,8 +314,7 @@ class ColumnBatcher(RequestBatcher):
             except Exception as exc:  # shut down meanwhile, or a bug: these requests end now
                 log.exception("sending a column early failed")
                 for r in rows:
-                    if not ob.futs[r].done():
-                        ob.futs[r].set_exception(exc)
+                    ob.futs[r].fail(exc)
                 return
             if fut is not None:
                 ob.sent.add(k)
@@ -358,35 +359,37 @@ class ColumnBatcher(RequestBatcher):
                 ob.future.add_done_callback(lambda bf: _resolve(bf, ob.futs))
 
 
-def _answer_early(futures: list[Future], rows, outputs):
-    """Answer the requests of ``rows`` (padding rows have none) with ``outputs[i]``."""
+def _answer_early(futures: list[RequestFuture], rows, outputs, batch):
+    """Answer the requests of ``rows`` (padding rows have none) with ``outputs[i]``,
+    computed by their own worker in batch ``batch``."""
+    info = AnswerInfo(exact=True, error_estimate=0.0, batch=batch)
     for i, r in enumerate(rows):
         if r < len(futures) and futures[r] is not None and not futures[r].done():
-            futures[r].set_result(np.array(outputs[i], copy=True))
+            futures[r].answer(np.array(outputs[i], copy=True), info)
 
 
-def _resolve(batch_future: Future, futures: list[Future]):
-    """Give each request its row of the batch's result, or the batch's error
-    (requests answered early keep their answer)."""
+def _resolve(batch_future: Future, futures: list[RequestFuture]):
+    """Give each request its row of the batch's result and how it was obtained,
+    or the batch's error (requests answered early keep their answer)."""
     try:
         res = batch_future.result(timeout=0)
     except CancelledError:
         for fut in futures:
-            if fut is not None and not fut.done():
-                fut.set_exception(CancelledError("its batch was cancelled"))
+            if fut is not None:
+                fut.fail(CancelledError("its batch was cancelled"))
         return
     except BaseException as exc:
         for fut in futures:
-            if fut is not None and not fut.done():
-                fut.set_exception(exc)
+            if fut is not None:
+                fut.fail(exc)
         return
     for i, fut in enumerate(futures):
         if fut is None or fut.done():  # None: a padding row (ColumnBatcher)
             continue
         try:
-            fut.set_result(res.output(i))
+            fut.answer(res.output(i), res.answer_info(i))
         except MissingOutputsError as exc:
-            fut.set_exception(exc)
+            fut.fail(exc)
 
 
 def check_input(x, index, in_shape):
@@ -428,7 +431,7 @@ class StreamingExecutor:
         self._stream_shape = None  # in_shape of the first request given to submit_one
         self._stream_count = itertools.count()
 
-    def _put_request(self, x) -> Future:
+    def _put_request(self, x) -> RequestFuture:
         """Check one request and queue it; a bad one gets an already-failed future
         (an :class:`~gencc.errors.InvalidInputError` naming it) and never
         reaches a batch."""
@@ -437,7 +440,7 @@ class StreamingExecutor:
             try:
                 arr, shape = check_input(x, index, self._stream_shape)
             except InvalidInputError as exc:
-                fut: Future = Future()
+                fut = RequestFuture()
                 fut.set_running_or_notify_cancel()
                 fut.set_exception(exc)
                 return fut
