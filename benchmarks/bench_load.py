@@ -37,7 +37,8 @@ factor x K workers except ``uncoded`` (K workers):
 
 Settings: ``--deadline-factors`` is a grid of the coded schemes' deadline
 factor and ``--hedge-qs`` one of hedged requests' backup quantile; each
-setting is a row (its ``params``), and ``p999/hedged`` divides by hedging's
+setting is a row (its ``params``; ``--hedge-copies`` adds hedging's copies
+per request to its grid), and ``p999/hedged`` divides by hedging's
 best p99.9 in the same cell. p99.9 over one run is its second-slowest answer
 or so: run several ``--seed`` values and combine them with
 ``benchmarks/load_seeds.py`` (medians over seeds).
@@ -120,6 +121,7 @@ def main(argv=None):
     ap.add_argument("--deadline-factors", default=str(DEADLINE_FACTOR),
                     help="grid of the coded schemes' adaptive deadline: factor x the p90 of recent latencies")
     ap.add_argument("--hedge-qs", default="0.8,0.95", help="grid of hedged requests' backup quantile")
+    ap.add_argument("--hedge-copies", default="2", help="grid of hedged requests' copies in all (2: one backup)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="docs/bench_load")
     args = ap.parse_args(argv)
@@ -133,6 +135,7 @@ def main(argv=None):
     schemes = args.schemes.split(",")
     deadline_factors = [float(x) for x in args.deadline_factors.split(",")]
     hedge_qs = [float(x) for x in args.hedge_qs.split(",")]
+    hedge_copies = [int(x) for x in args.hedge_copies.split(",")]
     wl = get(args.workload)
     model = WorkloadFactory(args.workload)
     opts = {"threads": 1} if args.backend == "local" else None
@@ -196,7 +199,9 @@ def main(argv=None):
                                                  seed=args.seed + 1)
                     params = scheme.calibration_[0][0]
                 if name == "hedged":
-                    grid = [{"hedge_q": q} for q in hedge_qs] if hedge_qs != [HEDGE_Q] else [{}]
+                    grid = [{**({"hedge_q": q} if hedge_qs != [HEDGE_Q] else {}),
+                             **({"hedge_copies": c} if hedge_copies != [2] else {})}
+                            for q in hedge_qs for c in hedge_copies]
                 elif name.startswith(("uncoded", "replication")):
                     grid = [{}]
                 else:

@@ -61,8 +61,8 @@ def test_an_unknown_scheme_name_is_a_clear_error():
 
 def test_the_deadline_and_the_hedge_quantile_are_settable_for_the_grid():
     with make_executor("hedged", MODEL, K, N, micro_batch=2, base=0.002, window=0.004, faults=None,
-                       backend="threads", hedge_q=0.8) as ex:
-        assert ex._rule.q == 0.8
+                       backend="threads", hedge_q=0.8, hedge_copies=3) as ex:
+        assert ex._rule.q == 0.8 and ex.max_copies == 3
     with make_executor("gcc-sys-direct-any", MODEL, K, N, micro_batch=2, base=0.002, window=0.004, faults=None,
                        backend="threads", deadline_factor=1.0) as ex:
         assert ex._adaptive.factor == 1.0 and ex._adaptive.q == 0.9
