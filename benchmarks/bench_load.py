@@ -62,8 +62,8 @@ import numpy as np  # noqa: E402
 
 from gencc import stragglers as st  # noqa: E402
 from gencc.schemes import GCC  # noqa: E402
-from gencc.experiments.load import (DEADLINE_FACTOR, HEDGE_Q, SCHEMES, CpuHog, arrival_times,  # noqa: E402
-                                    make_executor, measure_capacity, run_open_loop, straggler_model, summarize)
+from gencc.experiments.load import (DEADLINE_FACTOR, SCHEMES, CpuHog, arrival_times, make_executor,  # noqa: E402
+                                    measure_capacity, run_open_loop, straggler_model, summarize)
 from gencc.experiments.peers import LETCC_GRID, best_letcc  # noqa: E402
 from gencc.report import format_table, write_csv, write_json  # noqa: E402
 from gencc.runtime import WorkerStragglers  # noqa: E402
@@ -155,12 +155,20 @@ def main(argv=None):
           f"load average {uptime[0]:.1f}", flush=True)
     rows = []
 
+    def settings(name) -> list[dict]:
+        """The grid of scheme ``name``'s settings, one row each ({}: it has none)."""
+        if name == "hedged":
+            return [{"hedge_q": q, "hedge_copies": c} for q in hedge_qs for c in hedge_copies]
+        if name.startswith(("uncoded", "replication")):
+            return [{}]
+        return [{"deadline_factor": d} for d in deadline_factors]
+
     def serve(name, factor, kind, N, scheme=None, params=None, **tuning):
         ex = make_executor(name, model, K, N, B, base, window_cap, None, backend=args.backend,
                            backend_options=opts, scheme=scheme, **tuning)
-        if tuning:
-            params = {**(params if isinstance(params, dict) else {} if params is None else {"scheme": params}),
-                      **tuning}
+        if tuning:  # the row names its settings: the scheme's own (a label or a dict) and the grid's
+            own = {} if params is None else params if isinstance(params, dict) else {"scheme": params}
+            params = {**own, **tuning}
         try:
             for load in loads:
                 rate = load * capacity
@@ -207,16 +215,7 @@ def main(argv=None):
                     scheme = GCC(K, N).calibrate(wl.f, wl.X, st.RandomStragglers(N - K), rounds=5,
                                                  seed=args.seed + 1)
                     params = scheme.calibration_[0][0]
-                if name == "hedged":
-                    grid = [{**({"hedge_q": q} if hedge_qs != [HEDGE_Q] else {}),
-                             **({"hedge_copies": c} if hedge_copies != [2] else {})}
-                            for q in hedge_qs for c in hedge_copies]
-                elif name.startswith(("uncoded", "replication")):
-                    grid = [{}]
-                else:
-                    grid = ([{"deadline_factor": d} for d in deadline_factors] if deadline_factors != [DEADLINE_FACTOR]
-                            else [{}])
-                for tuning in grid:  # the rows name the setting (params); ratios use hedging's best
+                for tuning in settings(name):  # ratios below use hedging's best setting
                     serve(name, factor, kind, N, scheme, params, **tuning)
     # ratios within the run
     clean = {r["load"]: r for r in rows if r["scheme"] == "uncoded-clean"}

@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
-
-from gencc.report import format_table, write_csv, write_json  # noqa: E402
+from gencc.report import format_table, write_csv, write_json
 
 
 def setting(row) -> str:

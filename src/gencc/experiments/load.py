@@ -107,9 +107,9 @@ class LoadRun:
     lost: int
     outputs: np.ndarray  # (n, *out_shape), NaN where not answered
     duration_s: float  # first arrival to last answer
+    said_exact: np.ndarray  # bool (n,): the future's info called the answer exact
+    said_untrusted: np.ndarray  # bool (n,): ... decoded from fewer than the trusted returns
     error_reasons: dict | None = None  # message -> count
-    said_exact: np.ndarray | None = None  # bool (n,): the future's info called the answer exact
-    said_untrusted: np.ndarray | None = None  # bool (n,): ... decoded from fewer than the trusted returns
 
 
 def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> LoadRun:
@@ -167,13 +167,11 @@ def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> 
             outputs = np.full((n, *y.shape), np.nan)
         outputs[i] = y
         answered[i] = True
-        info = getattr(fut, "info", None)
-        said_exact[i] = info is not None and info.exact
-        said_untrusted[i] = info is not None and not info.trusted
+        said_exact[i], said_untrusted[i] = fut.info.exact, not fut.info.trusted
     lat = np.where(answered, done_at - (start + times), np.nan)
     last = np.nanmax(done_at) if answered.any() else time.monotonic()
     return LoadRun(lat, answered, errors, lost, outputs if outputs is not None else np.full((n, 0), np.nan),
-                   float(last - start), reasons, said_exact, said_untrusted)
+                   float(last - start), said_exact, said_untrusted, reasons)
 
 
 def measure_capacity(model, K: int, micro_batch: int, base: float, X, *, backend="local", backend_options=None,
@@ -241,14 +239,13 @@ def summarize(run: LoadRun, truth: np.ndarray, offered: float) -> dict:
     agree = float(np.mean(est[ok].argmax(1) == truth[ok].argmax(1))) if ok.any() else float("nan")
     rel = np.abs(est[ok] - truth[ok]).max(axis=1) / np.maximum(np.abs(truth[ok]).max(axis=1), 1e-12)
     exact = float(np.mean(rel < 1e-5)) if ok.any() else float("nan")
-    said = run.said_exact if run.said_exact is not None else np.zeros(n, dtype=bool)
-    untrusted = run.said_untrusted if run.said_untrusted is not None else np.zeros(n, dtype=bool)
     return {"offered_rps": offered, "throughput_rps": float(ok.sum() / max(run.duration_s, 1e-9)),
             "p50_ms": 1e3 * q(50), "p99_ms": 1e3 * q(99), "p999_ms": 1e3 * q(99.9), "max_ms": 1e3 * q(100),
             "agreement": agree, "exact": exact,
             # what the futures' info said: answers called exact, those of them that are not (must be 0),
             # and answers decoded from fewer than the scheme's trusted returns
-            "said_exact": float(np.mean(said[ok])) if ok.any() else float("nan"),
-            "said_exact_wrong": int(np.sum(said[ok] & (rel >= 1e-5))),
-            "untrusted": float(np.mean(untrusted[ok])) if ok.any() else float("nan"), "requests": n, "answered": int(ok.sum()), "errors": run.errors,
+            "said_exact": float(np.mean(run.said_exact[ok])) if ok.any() else float("nan"),
+            "said_exact_wrong": int(np.sum(run.said_exact[ok] & (rel >= 1e-5))),
+            "untrusted": float(np.mean(run.said_untrusted[ok])) if ok.any() else float("nan"),
+            "requests": n, "answered": int(ok.sum()), "errors": run.errors,
             "lost": run.lost, "error_reasons": run.error_reasons or {}, "unaccounted": n - int(ok.sum()) - run.errors - run.lost}

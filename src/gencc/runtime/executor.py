@@ -928,14 +928,14 @@ class CodedExecutor(StreamingExecutor):
             return self._fail(b, f"decoder's error estimate {est:.3g} above max_error {self.max_error:g}")
         if self._out_shape is None:
             self._out_shape = Y.shape[2:]
+        flagged = tuple(int(s) for s in info.get("flagged", ()))
         res = BatchResult(
             batch=b.index, outputs=outputs, missing=missing, returned=tuple(int(s) for s in slots),
             failed=dict(b.failed), latencies={int(s): b.latencies[s] for s in slots},
             compute_seconds={int(s): b.compute_seconds[s] for s in slots}, micro_batch=b.size,
             wall_time=time.monotonic() - b.t0 + b.encode_time, encode_time=b.encode_time,
             decode_time=time.monotonic() - t0, error_estimate=None if est is None else float(est),
-            decode_info=info, flagged=tuple(int(s) for s in info.get("flagged", ())),
-            trusted=len(slots) - len(info.get("flagged", ())) >= self.scheme.trusted_returns,
+            decode_info=info, flagged=flagged, trusted=len(slots) - len(flagged) >= self.scheme.trusted_returns,
         )
         self._retire(b)
         self.stats["batches"] += 1

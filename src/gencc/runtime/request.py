@@ -96,12 +96,10 @@ class RequestFuture(Future):
             return True
 
     def fail(self, exc: BaseException) -> bool:
-        """End with ``exc``, unless already done; returns whether it did."""
-        with self._answer_lock:
-            if self.done():
-                return False
-            try:
-                self.set_exception(exc)
-            except InvalidStateError:
-                return False
-            return True
+        """End with ``exc``, unless already done; returns whether it did. (No lock: an
+        :meth:`answer` that loses the race to it finds the future done and drops its info.)"""
+        try:
+            self.set_exception(exc)
+        except InvalidStateError:
+            return False
+        return True
