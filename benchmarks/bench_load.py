@@ -38,7 +38,9 @@ factor x K workers except ``uncoded`` (K workers):
 Settings: ``--deadline-factors`` is a grid of the coded schemes' deadline
 factor and ``--hedge-qs`` one of hedged requests' backup quantile; each
 setting is a row (its ``params``; ``--hedge-copies`` adds hedging's copies
-per request to its grid), and ``p999/hedged`` divides by hedging's
+per request to its grid; ``--placements`` gives every scheme but
+``uncoded-clean`` both task placements, ``pinned`` and ``pull``), and
+``p999/hedged`` divides by hedging's
 best p99.9 in the same cell. p99.9 over one run is its second-slowest answer
 or so: run several ``--seed`` values and combine them with
 ``benchmarks/load_seeds.py`` (medians over seeds).
@@ -102,6 +104,15 @@ def plot(rows, path, title):
     plt.close(fig)
 
 
+def _setting(params) -> str:
+    """A row's settings, short: "q=0.8 copies=2 pull"."""
+    if not isinstance(params, dict):
+        return "" if params is None else str(params)
+    short = {"hedge_q": "q", "hedge_copies": "copies", "deadline_factor": "deadline"}
+    return " ".join(str(v) if k == "placement" else f"{short.get(k, k)}={v:g}" if isinstance(v, float)
+                    else f"{short.get(k, k)}={v}" for k, v in params.items())
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1.25x workers, slow nodes, 400 requests per run")
@@ -123,6 +134,9 @@ def main(argv=None):
                     help="grid of the coded schemes' adaptive deadline: factor x the p90 of recent latencies")
     ap.add_argument("--hedge-qs", default="0.8,0.95", help="grid of hedged requests' backup quantile")
     ap.add_argument("--hedge-copies", default="2", help="grid of hedged requests' copies in all (2: one backup)")
+    ap.add_argument("--placements", default="pinned,pull",
+                    help="grid of where tasks go, for every scheme but uncoded-clean: pinned (queued on their "
+                         "worker at once) or pull (held at the master until a worker is idle)")
     ap.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
                     help="leave the master's garbage collector as it is; by default each run starts with "
                          "gc.freeze(), as a serving process should: a full collection over start-up's "
@@ -142,6 +156,7 @@ def main(argv=None):
     deadline_factors = [float(x) for x in args.deadline_factors.split(",")]
     hedge_qs = [float(x) for x in args.hedge_qs.split(",")]
     hedge_copies = [int(x) for x in args.hedge_copies.split(",")]
+    placements = args.placements.split(",")
     wl = get(args.workload)
     model = WorkloadFactory(args.workload)
     opts = {"threads": 1} if args.backend == "local" else None
@@ -157,11 +172,15 @@ def main(argv=None):
 
     def settings(name) -> list[dict]:
         """The grid of scheme ``name``'s settings, one row each ({}: it has none)."""
-        if name == "hedged":
-            return [{"hedge_q": q, "hedge_copies": c} for q in hedge_qs for c in hedge_copies]
-        if name.startswith(("uncoded", "replication")):
+        if name == "uncoded-clean":  # the baseline of the ratios: one fixed setting
             return [{}]
-        return [{"deadline_factor": d} for d in deadline_factors]
+        if name == "hedged":
+            grid = [{"hedge_q": q, "hedge_copies": c} for q in hedge_qs for c in hedge_copies]
+        elif name.startswith(("uncoded", "replication")):
+            grid = [{}]
+        else:
+            grid = [{"deadline_factor": d} for d in deadline_factors]
+        return [{**g, "placement": p} for g in grid for p in placements]
 
     def serve(name, factor, kind, N, scheme=None, params=None, **tuning):
         ex = make_executor(name, model, K, N, B, base, window_cap, None, backend=args.backend,
@@ -190,11 +209,12 @@ def main(argv=None):
                     run = run_open_loop(ex, X, times, run_limit=args.run_limit)
                 row = {"backend": args.backend, "factor": factor, "stragglers": kind if name != "uncoded-clean"
                        else "none", "scheme": name, "workers": n_w, "load": load, "params": params,
+                       "setting": _setting(params),
                        "window_ms": 1e3 * ex.batch_window, **summarize(run, truth, rate), "loadavg": round(os.getloadavg()[0], 1)}
                 if name == "hedged":
                     row["hedged"] = int(ex.stats["hedged"])
                 rows.append(row)
-                print(f"  {factor}x {kind} {name} load {load:.0%}: p50 {row['p50_ms']:.0f} ms, "
+                print(f"  {factor}x {kind} {name} ({row['setting']}) load {load:.0%}: p50 {row['p50_ms']:.0f} ms, "
                       f"p99.9 {row['p999_ms']:.0f} ms, agree {row['agreement']:.3f}, lost {row['lost']} "
                       f"({time.monotonic() - t:.0f} s)", flush=True)
         finally:
@@ -229,7 +249,7 @@ def main(argv=None):
         r["p999/clean_p50"] = r["p999_ms"] / c["p50_ms"] if c else float("nan")
         h = hedged.get((r["factor"], r["stragglers"], r["load"]))
         r["p999/hedged"] = r["p999_ms"] / h["p999_ms"] if h else float("nan")
-    cols = ["factor", "stragglers", "scheme", "workers", "load", "window_ms", "offered_rps", "throughput_rps", "p50_ms", "p99_ms",
+    cols = ["factor", "stragglers", "scheme", "setting", "workers", "load", "window_ms", "offered_rps", "throughput_rps", "p50_ms", "p99_ms",
             "p999_ms", "p999/clean_p50", "p999/hedged", "agreement", "exact", "untrusted", "answered", "errors", "lost",
             "unaccounted", "loadavg"]
     title = (f"{args.workload}, K={K}, B={B}, base {base:g} s, window: fill time <= {window_cap:g} s, {n_req} requests per run, "

@@ -300,3 +300,16 @@ def test_adaptive_deadline_decodes_from_any_trusted_subset_once_it_passes():
         assert fut.result(timeout=0).returned == (1, 3)
     finally:
         ex.shutdown(wait=False)
+
+
+def test_assign_idle_sends_the_oldest_tasks_to_their_own_worker_or_another_idle_one():
+    from gencc.runtime.gather import assign_idle
+
+    anyone = lambda s, w: True  # noqa: E731
+    assert assign_idle([0, 1, 2], [], anyone) == []
+    assert assign_idle([3, 1, 2], [2, 1], anyone) == [(0, 1), (1, 2)]  # slot 3: lowest idle; slot 1: 1 is taken
+    assert assign_idle([1, 2], [2, 1], anyone) == [(0, 1), (1, 2)]  # each to its own
+    # ParM-like: slot 3 runs another model, only on worker 3; it waits without holding back slot 0
+    parity = lambda s, w: (s == 3) == (w == 3)  # noqa: E731
+    assert assign_idle([3, 0], [1], parity) == [(1, 1)]
+    assert assign_idle([3, 0], [3, 1], parity) == [(0, 3), (1, 1)]

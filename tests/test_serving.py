@@ -464,6 +464,95 @@ def test_a_hedged_request_whose_every_copy_fails_gets_an_explicit_error():
         ex.shutdown(wait=False)
 
 
+# -- pull placement: a task waits at the master until a worker is idle ----------------------------------
+def test_pull_placement_holds_tasks_until_a_worker_is_idle_and_never_sends_a_decoded_batchs():
+    from gencc.runtime import WorkerStragglers
+    from gencc.stragglers import SlowNodes
+
+    be = FakeBackend(4)
+    faults = WorkerStragglers(SlowNodes(base=0.25, fraction=0.0, jitter=0.0), 4, seed=3)
+    ex = CodedExecutor("unused", gencc.Replication(2, 4), be, timeout=60, placement="pull", faults=faults)
+    try:
+        _frozen(ex)
+        fut0 = ex.submit(np.ones((2, 1)))
+        assert [(w, t.batch, t.slot) for w, t in be.sent] == [(w, 0, w) for w in range(4)]  # all idle
+        fut1 = ex.submit(np.full((2, 1), 2.0))
+        assert len(be.sent) == 4 and list(ex._pending) == [(1, s) for s in range(4)]  # every worker busy
+        assert all(w == -1 for w in ex._batches[1].outstanding.values())
+        t0 = ex._batches[0].t0
+        with ex._lock:
+            ex._handle(TaskResult(2, 0, 2, np.ones(1), 0.0), t0 + 0.1)  # worker 2 frees: takes batch 1's slot 0
+            ex._pump(t0 + 0.1)
+            assert (be.sent[-1][0], be.sent[-1][1].batch, be.sent[-1][1].slot) == (2, 1, 0)
+            assert be.sent[-1][1].fault.delay == pytest.approx(0.25)  # worker 2's own straggler draw
+            assert ex._batches[1].outstanding[0] == 2 and ex._batches[1].sent_at[0] == t0 + 0.1
+            ex._handle(TaskResult(1, 0, 1, np.ones(1), 0.0), t0 + 0.2)  # replication: batch 0 is complete
+            settle = [ex._step(ex._batches[0], t0 + 0.2)]
+            ex._pump(t0 + 0.2)  # worker 1 takes batch 1's slot 1 (its own)
+            assert (be.sent[-1][0], be.sent[-1][1].slot) == (1, 1)
+            ex._handle(TaskResult(2, 1, 0, np.full(1, 2.0), 0.0), t0 + 0.3)  # slot 0's result, from worker 2
+            ex._handle(TaskResult(1, 1, 1, np.full(1, 2.0), 0.0), t0 + 0.3)
+            settle.append(ex._step(ex._batches[1], t0 + 0.3))  # complete: slots 2 and 3 never went out
+            ex._pump(t0 + 0.3)
+        _settle(settle)
+        assert fut0.result(timeout=0).returned == (1, 2) and fut1.result(timeout=0).returned == (0, 1)
+        assert ex.stats["pulled_elsewhere"] == 1 and ex.stats["never_sent"] == 2 and not ex._pending
+        assert len(be.sent) == 6 and (0, 1) not in be.cancelled  # nothing to cancel on the workers for batch 1
+        assert faults._count == [1, 2, 2, 1]  # draws only for tasks sent
+    finally:
+        ex.shutdown(wait=False)
+    with pytest.raises(ValueError, match="placement must be one of"):
+        CodedExecutor("unused", gencc.Replication(2, 4), FakeBackend(4), placement="anywhere")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pull_placement_answers_a_stream_exactly_with_a_slow_worker(backend):
+    from gencc.runtime import WorkerStragglers
+    from gencc.stragglers import SlowNodes
+
+    X = RNG.uniform(-3, 3, size=(24, 3))
+    faults = WorkerStragglers(SlowNodes(base=0.002, fraction=0.3, slowdown=40.0), 4, seed=5)  # 80 ms stragglers
+    with CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), backend, micro_batch=2, batch_window=0.02, timeout=60,
+                       direct_dispatch=True, placement="pull", faults=faults, backend_options=_opts(backend)) as ex:
+        futs = [ex.submit_one(x) for x in X]
+        Y = np.stack([fu.result(timeout=60) for fu in futs])
+    exact = np.array([fu.info.exact for fu in futs])
+    np.testing.assert_array_equal(Y[exact], f(X[exact]))  # a systematic slot's output, whichever worker ran it
+    np.testing.assert_allclose(Y, f(X), atol=0.5)
+    assert ex.stats["failed_batches"] == 0 and ex.stats["batches"] == 6
+
+
+def test_hedged_pull_placement_waits_for_an_idle_worker_instead_of_queueing():
+    be = FakeBackend(2)
+    ex = HedgedExecutor("unused", 2, be, hedge_delay=0.5, timeout=60, placement="pull")
+    try:
+        _frozen(ex)
+        futs = [ex.submit(np.full((1, 1), float(i))) for i in range(3)]
+        assert [(w, t.batch) for w, t in be.sent] == [(0, 0), (1, 1)]  # request 2 waits at the master
+        t0 = ex._reqs[0].t0
+        with ex._lock:
+            for req in list(ex._reqs.values()):
+                assert ex._sweep(req, t0 + 0.1) == []  # nobody idle: no failure, no send
+            done = ex._handle(TaskResult(1, 1, 0, np.full((1, 1), 1.0), 0.0), t0 + 0.2)
+            for req in list(ex._reqs.values()):
+                ex._sweep(req, t0 + 0.2)  # request 0 is not yet due a backup; request 2 takes worker 1
+        assert (be.sent[-1][0], be.sent[-1][1].batch) == (1, 2) and ex._reqs[2].sent0 == t0 + 0.2
+        with ex._lock:
+            for req in list(ex._reqs.values()):
+                ex._sweep(req, t0 + 0.6)  # request 0 is due a backup, but worker 1 is busy: it waits
+            assert len(be.sent) == 3
+            done += ex._handle(TaskResult(1, 2, 0, np.full((1, 1), 2.0), 0.0), t0 + 0.65)
+            for req in list(ex._reqs.values()):
+                ex._sweep(req, t0 + 0.65)
+            assert (be.sent[-1][0], be.sent[-1][1].batch, be.sent[-1][1].slot) == (1, 0, 1)  # the backup
+            done += ex._handle(TaskResult(1, 0, 1, np.full((1, 1), 0.0), 0.0), t0 + 0.7)
+        _settle(done)
+        assert [fu.result(timeout=0).outputs[0, 0] for fu in futs] == [0.0, 1.0, 2.0]
+        assert futs[0].result(timeout=0).copy == 1 and (0, 0) in be.cancelled
+    finally:
+        ex.shutdown(wait=False)
+
+
 # -- direct dispatch: a systematic task leaves as soon as its input's rows are in ---------------------
 from gencc.runtime.stream import ColumnBatcher, column_row  # noqa: E402
 

@@ -191,24 +191,27 @@ def measure_capacity(model, K: int, micro_batch: int, base: float, X, *, backend
 
 
 def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backend="local", backend_options=None,
-                  scheme=None, timeout=30.0, deadline_factor=DEADLINE_FACTOR, hedge_q=HEDGE_Q, hedge_copies=2):
+                  scheme=None, timeout=30.0, deadline_factor=DEADLINE_FACTOR, hedge_q=HEDGE_Q, hedge_copies=2,
+                  placement="pinned"):
     """The executor serving scheme ``name`` on N workers (uncoded: on K).
 
     ``deadline_factor``: the coded schemes' adaptive deadline is ``deadline_factor`` x the
     p90 of recent task latencies (clipped to [0.5, 10] x ``base``); ``hedge_q``: hedged
     requests send a backup after the ``hedge_q``-quantile of recent latencies, up to
-    ``hedge_copies`` copies in all."""
+    ``hedge_copies`` copies in all; ``placement``: where tasks go, ``"pinned"`` (queued on their
+    worker at once) or ``"pull"`` (held at the master until a worker is idle), for every
+    scheme alike."""
     from ..schemes import BACC, GCC, ParM, Replication, Uncoded
 
     if name not in SCHEMES + ("uncoded-clean",):
         raise ValueError(f"name must be one of {SCHEMES + ('uncoded-clean',)}, got {name!r}")
     opts = dict(micro_batch=micro_batch, batch_window=window, faults=faults, timeout=timeout,
-                backend_options=backend_options, max_in_flight=1_000_000)
+                backend_options=backend_options, max_in_flight=1_000_000, placement=placement)
     if name == "hedged":
         delay = AdaptiveDeadline(q=hedge_q, factor=1.0, floor=0.0, cap=timeout)
         return HedgedExecutor(model, N, backend, micro_batch=micro_batch, batch_window=window, faults=faults,
                               timeout=timeout, backend_options=backend_options, hedge_delay=delay,
-                              max_copies=hedge_copies)
+                              max_copies=hedge_copies, placement=placement)
     deadline = AdaptiveDeadline(q=DEADLINE_Q, factor=deadline_factor, floor=0.5 * base, cap=10.0 * base)
     if name in ("uncoded", "uncoded-clean"):
         return CodedExecutor(model, Uncoded(K), backend, **opts)

@@ -24,7 +24,8 @@ from ..schemes.base import CodingScheme
 from .batch import BatchResult, BatchState
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
-from .gather import ON_INSUFFICIENT, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline, decide, early_inputs
+from .gather import (ON_INSUFFICIENT, PLACEMENTS, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline,
+                     assign_idle, decide, early_inputs)
 from .microbatch import decode_stacked, encode_stacked
 from .request import RequestFuture
 from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor, check_input
@@ -32,6 +33,8 @@ from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor, check_inpu
 __all__ = ["CodedExecutor"]
 
 log = logging.getLogger("gencc.runtime")
+
+_AT_MASTER = -1  # BatchState.outstanding's worker for a task waiting at the master (pull placement)
 
 
 class _WorkerQueue:
@@ -126,6 +129,19 @@ class CodedExecutor(StreamingExecutor):
         the parity tasks that can stand in for it; ``stats["early_closes"]``
         counts those). Needs ``early=True`` and such workers (ValueError
         otherwise). Default False.
+    placement : {"pinned", "pull"}
+        Where a task goes. ``"pinned"`` (default): slot n to worker n, sent at
+        once and queued there behind the worker's earlier tasks (the lowest
+        per-task cost: the transport overlaps the previous task). ``"pull"``:
+        held at the master until a worker is idle, then sent, oldest first, to
+        its own worker if that one is idle, else to another idle worker
+        running the same model (:func:`~gencc.runtime.gather.assign_idle`); a
+        task is never queued behind a straggler, and a task still waiting
+        when its batch is decoded is never sent. Faults from ``faults``
+        follow the worker when they come per task (``faults.task_fault(w)``,
+        :class:`~gencc.runtime.faults.WorkerStragglers`), else the slot. The
+        deadline then counts from the latest send among the tasks still out,
+        as with ``direct_dispatch``.
     n_min : int, optional
         Fewest usable results to decode from. Default: the scheme's own
         ``can_decode``, i.e. ``scheme.trusted_returns`` (K for GCC, LeTCC and
@@ -169,7 +185,9 @@ class CodedExecutor(StreamingExecutor):
     ----------
     stats : collections.Counter
         Batches answered and failed, erasures, crashes, hangs, slow_restarts (restarted workers
-        not ready within ``restart_timeout``), re-dispatches,
+        not ready within ``restart_timeout``), re-dispatches, ``pulled_elsewhere`` and
+        ``never_sent`` (pull placement: tasks run by another worker than their slot's, and
+        tasks whose batch was decoded before a worker was free),
         late results and ``"flagged"`` (returned workers a robust decode left
         out as wrong, summed over batches; see ``BatchResult.flagged``).
     returned_counts : collections.Counter
@@ -214,7 +232,7 @@ class CodedExecutor(StreamingExecutor):
     def __init__(self, model, scheme, backend="local", *, micro_batch=1, batch_window=0.005, n_wait=None,
                  deadline=None, early=True, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None,
                  restart_timeout=None, max_error=None, calibration=None, faults=None, max_in_flight=4, backend_options=None,
-                 direct_dispatch=False):
+                 direct_dispatch=False, placement="pinned"):
         if not isinstance(scheme, CodingScheme):
             raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
                             f"got {scheme!r}")
@@ -256,6 +274,10 @@ class CodedExecutor(StreamingExecutor):
         if on_insufficient not in ON_INSUFFICIENT:
             raise ValueError(f"on_insufficient must be one of {ON_INSUFFICIENT}, got {on_insufficient!r}")
         self.on_insufficient = on_insufficient
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+        self.placement = placement
+        self._pending: deque[tuple[int, int]] = deque()  # (batch, slot) waiting at the master (pull), oldest first
         self.hang_timeout = self.timeout if hang_timeout is None else check_nonnegative(hang_timeout, "hang_timeout")
         if self.hang_timeout == 0:
             raise ValueError("hang_timeout must be > 0 seconds (0 would restart every busy worker at once)")
@@ -407,14 +429,16 @@ class CodedExecutor(StreamingExecutor):
             b.on_early = on_early if self._direct else None
             self._batches[index] = b
             for slot in range(self.scheme.n_workers):
-                self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), t1)
+                self._place(b, slot, t1)
         return fut
 
     # -- direct dispatch (ColumnBatcher): a batch open while its columns go out ----------------
     def _next_batch(self):
         """A new batch's index and fault plan (the lock held)."""
         index = next(self._counter)
-        return index, self.faults.plan(index, self.scheme.n_workers) if self.faults else None
+        if not self.faults or self._faults_per_worker():
+            return index, None
+        return index, self.faults.plan(index, self.scheme.n_workers)
 
     def _open_batch(self):
         """Take a batch index and its fault plan when a batch's first request arrives."""
@@ -443,14 +467,13 @@ class CodedExecutor(StreamingExecutor):
             now = time.monotonic()
             for slot in slots:
                 b.coded[slot] = Xk
-                b.sent_at[slot] = now
-                self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), now)
+                self._place(b, slot, now, timed=True)
         return b.future
 
     def _close_batch(self, opened, X):
         """Encode the whole batch, X of shape (B*K, *in_shape), send the slots not sent
         yet, and start the batch's clock. Returns its future."""
-        index, plan = opened
+        index, _ = opened
         K = self.scheme.n_inputs
         t0 = time.monotonic()
         try:
@@ -471,9 +494,8 @@ class CodedExecutor(StreamingExecutor):
                     if q.tasks and q.tasks[0][0] == index:
                         q.head_since = t1
                 for slot in range(self.scheme.n_workers):
-                    if slot not in b.sent_at:
-                        b.sent_at[slot] = t1
-                        self._dispatch(b, slot, slot, plan[slot] if plan else TaskFault(), t1)
+                    if slot not in b.sent_at and slot not in b.outstanding:
+                        self._place(b, slot, t1, timed=True)
         if settle is not None:
             _settle([settle])
         return b.future
@@ -735,6 +757,8 @@ class CodedExecutor(StreamingExecutor):
                         touched = dict.fromkeys(getattr(ev, "batch", None) for ev in events)
                         batches = [b for i in touched if (b := self._batches.get(i)) is not None]
                     settle = [s for b in batches if (s := self._step_or_fail(b, now))]
+                    if self._pending:  # workers freed by these events, or batches just decoded
+                        self._pump(now)
                     early, self._early_settle = self._early_settle, []
                     late = self._late_open_batches(batches, now) if self.direct_dispatch else []
                 _settle_early(early)
@@ -760,6 +784,46 @@ class CodedExecutor(StreamingExecutor):
             except Exception:  # failing it cleanly failed too: drop it, its future still gets the error
                 self._batches.pop(b.index, None)
                 return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, reason)
+
+    def _faults_per_worker(self) -> bool:
+        """Under pull placement, faults drawn per task for the worker that runs it."""
+        return self.placement == "pull" and hasattr(self.faults, "task_fault")
+
+    def _place(self, b, slot, now, timed=False):
+        """Send ``slot`` of batch ``b`` (pinned: to worker ``slot``) or queue it at the master (pull).
+        ``timed``: record its send time (direct dispatch; always under pull)."""
+        if self.placement == "pinned":
+            if timed:
+                b.sent_at[slot] = now
+            self._dispatch(b, slot, slot, b.faults[slot] if b.faults else TaskFault(), now)
+            return
+        b.outstanding[slot] = _AT_MASTER
+        self._pending.append((b.index, slot))
+        self._pump(now)
+
+    def _pump(self, now):
+        """Pull placement: send waiting tasks, oldest first, to idle workers (the lock held)."""
+        live = []
+        for index, slot in self._pending:
+            b = self._batches.get(index)
+            if b is not None and b.outstanding.get(slot) == _AT_MASTER:
+                live.append((b, slot))
+            else:
+                self.stats["never_sent"] += 1
+        idle = [w for w, q in enumerate(self._queues) if not q.tasks and not q.starting]
+        sent = set()
+        for i, w in assign_idle([slot for _, slot in live], idle, lambda s, v: self._models[v] == self._models[s]):
+            b, slot = live[i]
+            if self._faults_per_worker():
+                fault = self.faults.task_fault(w)
+            else:
+                fault = b.faults[slot] if b.faults else TaskFault()
+            del b.outstanding[slot]
+            b.sent_at[slot] = now
+            self.stats["pulled_elsewhere"] += w != slot
+            self._dispatch(b, slot, w, fault, now)
+            sent.add(i)
+        self._pending = deque((b.index, slot) for i, (b, slot) in enumerate(live) if i not in sent)
 
     def _dispatch(self, b, slot, worker, fault, now):
         self._queues[worker].push(b.index, slot, now)
@@ -910,7 +974,7 @@ class CodedExecutor(StreamingExecutor):
 
     def _retire(self, b):
         del self._batches[b.index]
-        for slot, w in b.outstanding.items():  # ask workers to drop what still runs
+        for w in set(b.outstanding.values()) - {_AT_MASTER}:  # ask workers to drop what still runs
             self._backend.cancel(w, b.index)
         b.coded = None
 

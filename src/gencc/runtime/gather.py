@@ -13,9 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["GatherPolicy", "GatherState", "Action", "decide", "ON_INSUFFICIENT", "AdaptiveDeadline",
-           "adaptive_deadline", "early_inputs", "hedge_due", "pick_worker"]
+           "adaptive_deadline", "early_inputs", "hedge_due", "pick_worker", "assign_idle", "PLACEMENTS"]
 
 ON_INSUFFICIENT = ("fail", "wait", "redispatch")
+# where a task goes: "pinned", slot n to worker n (or a copy to the least-loaded worker), sent at once
+# and queued there; "pull", held at the master until a worker is idle (see assign_idle)
+PLACEMENTS = ("pinned", "pull")
 
 
 @dataclass(frozen=True)
@@ -272,3 +275,38 @@ def pick_worker(loads, exclude=()) -> int | None:
         if best is None or load < loads[best]:
             best = w
     return best
+
+
+def assign_idle(pending, idle, same_model) -> list[tuple[int, int]]:
+    """Pull placement: which waiting tasks go now, and to which idle workers.
+
+    Parameters
+    ----------
+    pending : sequence of int
+        The slot (coded input) of each task waiting at the master, oldest first.
+    idle : iterable of int
+        Workers holding no task that can take one.
+    same_model : callable (slot, worker) -> bool
+        Whether ``worker`` runs the function ``slot`` needs (ParM's parity
+        workers run another model than its systematic ones).
+
+    Returns
+    -------
+    list of (int, int)
+        (position in ``pending``, worker) pairs, oldest task first. A task
+        goes to its own worker (worker n for slot n) if that one is idle, else
+        to the lowest-numbered idle worker that runs its model; a task no idle
+        worker can run waits without holding back the younger ones.
+    """
+    free = sorted(set(idle))
+    out = []
+    for i, slot in enumerate(pending):
+        if not free:
+            break
+        w = slot if slot in free and same_model(slot, slot) else next(
+            (v for v in free if same_model(slot, v)), None)
+        if w is None:
+            continue
+        free.remove(w)
+        out.append((i, w))
+    return out

@@ -31,7 +31,7 @@ from .._validation import check_batch, check_int, check_nonnegative
 from ..errors import BatchFailedError, InvalidInputError
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
-from .gather import AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
+from .gather import PLACEMENTS, AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
 from .request import EXACT, AnswerInfo, RequestFuture
 from .stream import RequestBatcher, StreamingExecutor
 
@@ -77,6 +77,7 @@ class _Request:
     x: np.ndarray
     future: Future
     t0: float
+    sent0: float | None = None  # when its first copy went (later than t0 if it waited for a worker)
     holders: dict = field(default_factory=dict)  # worker -> copy number, for copies still running
     copies: int = 0
     tried: set = field(default_factory=set)  # workers that were sent a copy
@@ -113,6 +114,12 @@ class HedgedExecutor(StreamingExecutor):
         Injected stragglers: ``faults.task_fault(worker)`` gives each task's
         :class:`TaskFault` (see :class:`~gencc.runtime.faults.WorkerStragglers`).
     backend_options : dict, optional
+    placement : {"pinned", "pull"}
+        ``"pinned"`` (default): a copy goes at once to an idle worker or, if
+        none is, to the least-loaded one, and queues there. ``"pull"``: a copy
+        goes only to an idle worker, and waits at the master (oldest request
+        first) until one is; a request is failed only at ``timeout``. Either
+        way the hedge delay counts from the first copy's send.
 
     Attributes
     ----------
@@ -125,7 +132,7 @@ class HedgedExecutor(StreamingExecutor):
     _SWEEP_S = 0.002
 
     def __init__(self, model, n_workers, backend="local", *, micro_batch=1, batch_window=0.005, hedge_delay=None,
-                 max_copies=2, timeout=30.0, faults=None, backend_options=None):
+                 max_copies=2, timeout=30.0, faults=None, backend_options=None, placement="pinned"):
         from .executor import CodedExecutor
 
         self.n_workers = check_int(n_workers, "n_workers")
@@ -146,6 +153,9 @@ class HedgedExecutor(StreamingExecutor):
             self._rule = None
             self.hedge_delay = check_nonnegative(hedge_delay, "hedge_delay")
         self.faults = faults
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+        self.placement = placement
         self._recent = deque(maxlen=self._rule.window if self._rule else 1)
         self._backend = CodedExecutor._make_backend(backend, model, self.n_workers, backend_options or {})
         self._backend.start()
@@ -183,7 +193,7 @@ class HedgedExecutor(StreamingExecutor):
             req = _Request(next(self._counter), X, fut, time.monotonic())
             self._reqs[req.index] = req
             self.stats["requests"] += 1
-            if not self._send_copy(req, req.t0):
+            if not self._send_copy(req, req.t0) and self.placement == "pinned":
                 self._reqs.pop(req.index)
                 fut.set_exception(BatchFailedError(req.index, {}, 0, 1, "no worker could take it"))
         return fut
@@ -256,9 +266,12 @@ class HedgedExecutor(StreamingExecutor):
 
     # -- dispatcher -------------------------------------------------------------
     def _send_copy(self, req, now) -> bool:
-        w = pick_worker(self._loads, exclude=req.tried)  # a worker that has not had it yet
+        loads = self._loads
+        if self.placement == "pull":  # only idle workers (a busy one counts as unable to take it)
+            loads = [load if load == 0 else -1 for load in loads]
+        w = pick_worker(loads, exclude=req.tried)  # a worker that has not had it yet
         if w is None:
-            w = pick_worker(self._loads, exclude=req.holders)
+            w = pick_worker(loads, exclude=req.holders)
         if w is None:
             return False
         fault = self.faults.task_fault(w) if self.faults is not None else TaskFault()
@@ -268,6 +281,8 @@ class HedgedExecutor(StreamingExecutor):
         req.holders[w] = copy
         req.tried.add(w)
         req.copies += 1
+        if req.sent0 is None:
+            req.sent0 = now
         self._loads[w] += 1
         if copy:
             self.stats["hedged"] += 1
@@ -302,8 +317,9 @@ class HedgedExecutor(StreamingExecutor):
         elapsed = now - req.t0
         if elapsed >= self.timeout:
             return self._end(req, BatchFailedError(req.index, {}, 0, 1, f"timed out after {self.timeout:g} s"))
-        if hedge_due(elapsed, self.hedge_delay, req.copies, self.max_copies):
-            if not self._send_copy(req, now) and not req.holders:
+        since_sent = 0.0 if req.sent0 is None else now - req.sent0
+        if hedge_due(since_sent, self.hedge_delay, req.copies, self.max_copies):
+            if not self._send_copy(req, now) and not req.holders and self.placement == "pinned":
                 return self._end(req, BatchFailedError(req.index, {}, 0, 1, "no worker could take it"))
         return []
 
@@ -349,7 +365,7 @@ class HedgedExecutor(StreamingExecutor):
             req.errors.append(f"worker {ev.worker}: unusable output of shape {y.shape}")
             return self._after_loss(req, now)
         if self._rule is not None:
-            self._recent.append(now - req.t0)
+            self._recent.append(now - req.sent0)
             if len(self._recent) % 8 == 0:
                 self.hedge_delay = adaptive_deadline(self._recent, self._rule)
         self.stats["backup_won"] += copy > 0
@@ -359,6 +375,6 @@ class HedgedExecutor(StreamingExecutor):
         """A copy was lost: send another at once if allowed, fail when none is left."""
         if req.holders:
             return []
-        if req.copies < self.max_copies and self._send_copy(req, now):
-            return []
+        if req.copies < self.max_copies and (self._send_copy(req, now) or self.placement == "pull"):
+            return []  # sent, or (pull) waits for an idle worker
         return self._end(req, BatchFailedError(req.index, {}, 0, 1, "; ".join(req.errors) or "every copy lost"))
