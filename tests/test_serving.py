@@ -554,7 +554,7 @@ def test_hedged_pull_placement_waits_for_an_idle_worker_instead_of_queueing():
 
 
 # -- direct dispatch: a systematic task leaves as soon as its input's rows are in ---------------------
-from gencc.runtime.stream import ColumnBatcher, column_row  # noqa: E402
+from gencc.runtime.stream import ColumnBatcher, column_due, column_row  # noqa: E402
 
 SYS = dict(worker_points="systematic", kernel="sobolev2")
 
@@ -635,6 +635,63 @@ def test_a_batch_that_closes_before_any_input_is_complete_keeps_the_plain_layout
     assert opened == ("token", 1)  # under the index taken when it opened
     np.testing.assert_array_equal(X[:, 0], [0, 0, 0, 0])  # one request padded to K, as RequestBatcher does
     assert futs[0].result(timeout=0)[0] == 0
+
+
+def test_column_due_only_for_a_partial_column_past_its_window():
+    assert column_due(1, 2, 0.03, 0.02) and column_due(3, 2, 0.02, 0.02)
+    assert not column_due(1, 2, 0.01, 0.02)  # not yet
+    assert not column_due(2, 2, 9.0, 0.02) and not column_due(0, 2, 9.0, 0.02)  # complete, or none started
+    assert not column_due(1, 2, 9.0, None)  # no column window: wait for the batch
+
+
+def _wait_for(cond, seconds=10.0):
+    end = time.monotonic() + seconds
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.005)
+    return cond()
+
+
+def test_a_partial_column_goes_out_padded_at_its_window_and_the_next_request_starts_the_next_input():
+    B, K = 3, 2
+    direct = _FakeDirect()
+    batcher = ColumnBatcher(direct.dispatch, B * K, K, 3600.0, direct, column_window=0.02)
+    X = RNG.uniform(-2, 2, size=(4, 2))
+    futs = [batcher.put(X[0])]
+    assert _wait_for(lambda: len(direct.sent) == 1)  # input 0 with 1 of its 3 rows: sent by the window
+    (token, k, Xk), = direct.sent
+    assert k == 0 and batcher.padded_columns == 1
+    np.testing.assert_array_equal(Xk, np.stack([X[0]] * B))  # padded with copies of its real row
+    futs += [batcher.put(x) for x in X[1:]]  # input 1's rows: the batch is full, it closes at once
+    assert [k for _, k, _ in direct.sent] == [0, 1] and batcher.padded_columns == 1
+    (_, full), = direct.closed
+    np.testing.assert_array_equal(full[0::K], np.stack([X[0]] * B))
+    np.testing.assert_array_equal(full[1::K], X[1:])
+    coded = encode_stacked(gencc.GCC(K, 5, **SYS), full, B)
+    for _, k, Xk in direct.sent:  # the padding sent early is the batch's own: parity tasks encode the same rows
+        np.testing.assert_array_equal(Xk, coded[k])
+    direct.batch.set_result(gencc.runtime.BatchResult(batch=0, outputs=2.0 * full))
+    for j, fu in enumerate(futs):  # the padding rows have no request; every request its own answer
+        np.testing.assert_array_equal(fu.result(timeout=0), 2.0 * X[j])
+    batcher.close(flush=True)
+
+
+def test_column_window_needs_direct_dispatch_and_seconds():
+    with pytest.raises(ValueError, match="column_window needs direct_dispatch"):
+        CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), "threads", column_window=0.01)
+    with pytest.raises(ValueError, match="column_window"):
+        CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), "threads", direct_dispatch=True, column_window=-1.0)
+
+
+def test_a_lone_request_is_answered_exactly_by_the_column_window_not_the_batch_window():
+    x = RNG.uniform(-3, 3, size=3)
+    with CodedExecutor(MODEL, gencc.GCC(2, 4, **SYS), "threads", micro_batch=2, batch_window=3600.0, timeout=60,
+                       direct_dispatch=True, column_window=0.01) as ex:
+        fut = ex.submit_one(x)
+        y = fut.result(timeout=30)  # the batch window alone would hold it an hour
+        assert fut.info.exact and ex.padded_columns == 1
+        ex.set_column_window(None)
+        assert ex._batcher.column_window is None
+    np.testing.assert_array_equal(y, f(x[None])[0])
 
 
 def test_direct_dispatch_needs_workers_that_carry_an_input_unchanged():

@@ -129,6 +129,15 @@ class CodedExecutor(StreamingExecutor):
         the parity tasks that can stand in for it; ``stats["early_closes"]``
         counts those). Needs ``early=True`` and such workers (ValueError
         otherwise). Default False.
+    column_window : float, optional
+        With ``direct_dispatch``: seconds an input's first request waits for
+        the other B - 1 rows of its task; then the task goes out with the
+        missing rows padded and the next request starts the next input, so
+        no request waits up to ``batch_window`` for a partner (a hedged
+        request group's window, B / rate, is the like-for-like setting).
+        None (default): until the batch closes. :attr:`padded_columns`
+        counts the inputs sent partial. ValueError without
+        ``direct_dispatch``.
     placement : {"pinned", "pull"}
         Where a task goes. ``"pinned"`` (default): slot n to worker n, sent at
         once and queued there behind the worker's earlier tasks (the lowest
@@ -232,7 +241,7 @@ class CodedExecutor(StreamingExecutor):
     def __init__(self, model, scheme, backend="local", *, micro_batch=1, batch_window=0.005, n_wait=None,
                  deadline=None, early=True, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None,
                  restart_timeout=None, max_error=None, calibration=None, faults=None, max_in_flight=4, backend_options=None,
-                 direct_dispatch=False, placement="pinned"):
+                 direct_dispatch=False, column_window=None, placement="pinned"):
         if not isinstance(scheme, CodingScheme):
             raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
                             f"got {scheme!r}")
@@ -290,6 +299,12 @@ class CodedExecutor(StreamingExecutor):
         self.max_in_flight = check_int(max_in_flight, "max_in_flight")
         self.micro_batch = check_int(micro_batch, "micro_batch")
         self.batch_window = check_nonnegative(batch_window, "batch_window")
+        if column_window is not None:
+            if not direct_dispatch:
+                raise ValueError("column_window needs direct_dispatch=True (it times an input's task, which "
+                                 "only direct dispatch sends before its batch closes)")
+            column_window = check_nonnegative(column_window, "column_window")
+        self.column_window = column_window
         self._policy = GatherPolicy(self.deadline, self.timeout, on_insufficient)
         self._models = models  # what each worker runs: a task is re-sent only to a worker running the same
         uniform = all(m is model for m in models)
@@ -315,7 +330,8 @@ class CodedExecutor(StreamingExecutor):
             self._batcher = ColumnBatcher(
                 lambda X, on_early=None, opened=None: self._submit_batch(X, closing_ok=True, on_early=on_early,
                                                                          opened=opened),
-                self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window, _DirectDispatch(self))
+                self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window, _DirectDispatch(self),
+                column_window=self.column_window)
         else:
             self._batcher = RequestBatcher(lambda X, on_early=None: self._submit_batch(X, closing_ok=True,
                                                                                       on_early=on_early),
@@ -784,6 +800,18 @@ class CodedExecutor(StreamingExecutor):
             except Exception:  # failing it cleanly failed too: drop it, its future still gets the error
                 self._batches.pop(b.index, None)
                 return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, reason)
+
+    @property
+    def padded_columns(self) -> int:
+        """Inputs sent partial, padded, at the ``column_window``'s expiry (direct dispatch)."""
+        return getattr(self._batcher, "padded_columns", 0)
+
+    def set_column_window(self, seconds: float | None):
+        """Change ``column_window`` (seconds, or None) for the inputs filled from now on."""
+        if not self.direct_dispatch:
+            raise ValueError("column_window needs direct_dispatch=True")
+        self.column_window = None if seconds is None else check_nonnegative(seconds, "seconds")
+        self._batcher.column_window = self.column_window
 
     def _faults_per_worker(self) -> bool:
         """Under pull placement, faults drawn per task for the worker that runs it."""

@@ -5,7 +5,8 @@ them (B*K) or the oldest has waited ``window`` seconds, then hands them to a
 dispatch function as one batch, padded to a multiple of K. When it does so is
 the pure :func:`due`. A :class:`ColumnBatcher` (``direct_dispatch``) fills a
 batch input by input (the pure :func:`column_row`) and sends each input's
-systematic task as soon as its rows are in.
+systematic task as soon as its rows are in, or, padded, once its first row has
+waited a column window (the pure :func:`column_due`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from .._validation import check_nonnegative
 from ..errors import InvalidInputError, MissingOutputsError
 from .request import AnswerInfo, RequestFuture
 
-__all__ = ["ColumnBatcher", "RequestBatcher", "StreamingExecutor", "check_input", "column_row", "due", "padded_rows"]
+__all__ = ["ColumnBatcher", "RequestBatcher", "StreamingExecutor", "check_input", "column_due", "column_row", "due",
+           "padded_rows"]
 
 log = logging.getLogger("gencc.runtime")
 
@@ -48,6 +50,31 @@ def due(n_pending: int, capacity: int, age: float, window: float) -> bool:
         request has waited the whole window.
     """
     return n_pending >= capacity or (n_pending > 0 and age >= window)
+
+
+def column_due(n: int, B: int, age: float, window: float | None) -> bool:
+    """Whether a batch being filled column by column should send its partial column now.
+
+    Parameters
+    ----------
+    n : int
+        Rows filled so far; the current column is partial when ``n % B != 0``.
+    B : int
+        Rows per column (the micro-batch).
+    age : float
+        Seconds since the partial column's first row arrived.
+    window : float or None
+        The column window, seconds; None: a column waits for its B rows (or
+        the batch's close).
+
+    Returns
+    -------
+    bool
+        True when the column is partial and its first row has waited the
+        whole window: it goes out padded, and the next request starts the
+        next column.
+    """
+    return window is not None and n % B != 0 and age >= window
 
 
 def padded_rows(n: int, K: int) -> int:
@@ -168,21 +195,37 @@ class RequestBatcher:
 
     def _loop(self):
         while True:
+            batch = column = None
             with self._cond:
                 while True:
                     if self._closed:
                         return
-                    age = time.monotonic() - self._opened
+                    now = time.monotonic()
+                    age = now - self._opened
                     asked, self._close_asked = self._close_asked, False
+                    column = self._seal_column(now)
                     if due(self._count(), self.capacity, age, 0.0 if asked else self.window):
                         batch = self._take()
                         break
+                    if column is not None:
+                        break
                     # bounded waits: re-check the clock at least every second
-                    self._cond.wait(timeout=min(1.0, self.window - age) if self._count() else 1.0)
+                    self._cond.wait(timeout=self._wait_time(now, age))
             try:
-                self._send(batch, partial=len(batch) < self.capacity)
+                if column is not None:  # before the batch: a closed batch sends no more columns
+                    self._send_column(*column)
+                if batch is not None:
+                    self._send(batch, partial=len(batch) < self.capacity)
             except Exception:  # never leave a request without an end; _send sets them
                 log.exception("dispatching a micro-batch failed")
+
+    def _seal_column(self, now):
+        """A partial column to send now, padded (ColumnBatcher; under the lock)."""
+        return None
+
+    def _wait_time(self, now, age) -> float:
+        """Seconds the batcher's thread may sleep before something is due (under the lock)."""
+        return min(1.0, self.window - age) if self._count() else 1.0
 
     def _send(self, batch, *, partial: bool):
         self._send_live([(x, fut) for x, fut in batch if fut.set_running_or_notify_cancel()], partial)
@@ -220,7 +263,8 @@ class _OpenBatch:
         self.xs: list = [None] * rows
         self.futs: list = [None] * rows
         self.live: list = [None] * rows  # set_running_or_notify_cancel's answer, once asked
-        self.n = 0  # requests arrived
+        self.n = 0  # rows filled: requests arrived, and the padding rows of columns sent partial
+        self.column_since = 0.0  # when the current column's first request arrived
         self.sent: set[int] = set()  # columns (inputs) sent early
         self.future: Future | None = None  # the batch's, once a column was sent
         self.closed = False
@@ -230,7 +274,10 @@ class _OpenBatch:
         return self.n
 
     def start(self, r) -> bool:
-        """Mark row r's request running (once); False if the caller cancelled it."""
+        """Mark row r's request running (once); False if the caller cancelled it or the row
+        is padding."""
+        if self.futs[r] is None:
+            return False
         if self.live[r] is None:
             self.live[r] = self.futs[r].set_running_or_notify_cancel()
         return self.live[r]
@@ -242,7 +289,11 @@ class ColumnBatcher(RequestBatcher):
     An open batch is filled column-major (:func:`column_row`): input k's B
     rows arrive one after another, and once they are all in,
     ``direct.send(token, k, X_k)`` (X_k of shape (B, *in_shape)) sends the
-    task(s) of the slots that carry input k unchanged. When the batch closes
+    task(s) of the slots that carry input k unchanged; with a ``column_window``,
+    a column whose first request has waited that long goes out with its
+    missing rows padded (copies of a real row of it: its requests are answered
+    from it, the padding rows have none) and the next request starts the next
+    column. When the batch closes
     (full, or its window expired) the rest goes out: if some column went
     early, ``direct.close(token, X)`` with every missing row padded (X of
     shape (B*K, *in_shape)); otherwise the batch is dispatched as a
@@ -256,6 +307,9 @@ class ColumnBatcher(RequestBatcher):
     direct : object
         ``open() -> token``; ``send(token, k, X_k, on_early) -> Future`` of the
         batch (None if no slot carries input k); ``close(token, X) -> Future``.
+    column_window : float, optional
+        Seconds a partial column waits for its B requests before it goes out
+        padded (None: until the batch closes). ``padded_columns`` counts them.
 
     Notes
     -----
@@ -263,10 +317,12 @@ class ColumnBatcher(RequestBatcher):
     stays) and is computed; its future stays cancelled.
     """
 
-    def __init__(self, dispatch, capacity: int, K: int, window: float, direct):
+    def __init__(self, dispatch, capacity: int, K: int, window: float, direct, column_window: float | None = None):
         super().__init__(dispatch, capacity, K, window, early=True)
         self.direct = direct
         self.B = capacity // K
+        self.column_window = column_window
+        self.padded_columns = 0  # columns sent partial at the column window's expiry
         self._open: _OpenBatch | None = None
 
     def _count(self) -> int:
@@ -288,6 +344,10 @@ class ColumnBatcher(RequestBatcher):
         if self._open is None:
             self._open = _OpenBatch(self.direct.open(), self.capacity)
         ob = self._open
+        if ob.n % self.B == 0:  # the first request of a column
+            ob.column_since = time.monotonic()
+            if self.column_window is not None:
+                self._cond.notify()  # the batcher's thread times the column window
         r = column_row(ob.n, self.B, self.K)
         ob.xs[r], ob.futs[r] = x, fut
         ob.n += 1
@@ -299,6 +359,22 @@ class ColumnBatcher(RequestBatcher):
         ob, self._open = self._open, None
         return ob
 
+    def _seal_column(self, now):
+        ob = self._open
+        if ob is None or not column_due(ob.n, self.B, now - ob.column_since, self.column_window):
+            return None
+        k = ob.n // self.B
+        ob.n = (k + 1) * self.B  # the rest of column k is padding
+        self.padded_columns += 1
+        return ob, k
+
+    def _wait_time(self, now, age) -> float:
+        wait = super()._wait_time(now, age)
+        ob = self._open
+        if ob is not None and self.column_window is not None and ob.n % self.B:
+            wait = min(wait, self.column_window - (now - ob.column_since))
+        return max(wait, 0.0)
+
     def _on_early(self, ob):
         return lambda rows, out, batch: _answer_early(ob.futs, rows, out, batch)
 
@@ -309,6 +385,10 @@ class ColumnBatcher(RequestBatcher):
             rows = [b * self.K + k for b in range(self.B)]
             for r in rows:
                 ob.start(r)
+            real = next(ob.xs[r] for r in rows if ob.xs[r] is not None)
+            for r in rows:  # a column sent partial: its padding is part of the batch the parity tasks encode
+                if ob.xs[r] is None:
+                    ob.xs[r] = real
             try:
                 fut = self.direct.send(ob.token, k, np.stack([ob.xs[r] for r in rows]), self._on_early(ob))
             except Exception as exc:  # shut down meanwhile, or a bug: these requests end now
@@ -333,9 +413,10 @@ class ColumnBatcher(RequestBatcher):
             for r in order:
                 ob.start(r)
             X = list(ob.xs)
+            real = next(ob.xs[r] for r in reversed(order) if ob.xs[r] is not None)
             for r in range(len(X)):
                 if X[r] is None:  # padding: a copy of a real row
-                    X[r] = ob.xs[order[-1]]
+                    X[r] = real
             try:
                 bfut = self.direct.close(ob.token, np.stack(X))
             except Exception as exc:
