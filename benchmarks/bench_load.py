@@ -21,14 +21,17 @@ factor x K workers except ``uncoded`` (K workers):
   held-out batches (S = N - K random stragglers, 5 rounds per configuration):
   the same coding, cheaper decodes than the adaptive ``gcc``;
 * ``gcc-sys`` / ``gcc`` / ``bacc`` / ``letcc``: coded, decoding at the adaptive
-  deadline (1.25 x the p90 of recent task latencies, clipped to [0.5, 10] x
+  deadline (1 x the p90 of recent task latencies, clipped to [0.5, 10] x
   base) from whatever arrived (at least K); systematic GCC answers each
   input as soon as its own worker returns; LeTCC at its best ridges from
   ``gencc.experiments.peers.LETCC_GRID`` (S = N - K random stragglers, 5
   calibration rounds);
 * ``gcc-sys-direct``: ``gcc-sys`` with ``direct_dispatch=True``: each
   systematic task is sent as soon as its input's B requests are in, not
-  when the batch fills or its window expires (parity tasks still wait);
+  when the batch fills or its window expires (parity tasks still wait), or,
+  padded, once its first request has waited the column window
+  (``--column-windows``, in units of B / rate, the fill time of a hedged
+  group of B: the same wait; ``none``: until the batch closes);
 * ``gcc-sys-any``: systematic GCC that, at the deadline, decodes from as few
   as K - 1 returns instead of waiting for the K-th (``n_min = K - 1``): the
   late inputs get a less accurate answer, sooner; ``gcc-sys-direct-any``:
@@ -46,7 +49,9 @@ or so: run several ``--seed`` values and combine them with
 ``benchmarks/load_seeds.py`` (medians over seeds).
 Every scheme sees the same arrival times and the same per-worker straggler
 draws (seeded); every request is counted: answered, explicit error, or lost
-(must be 0). Writes a console table, ``load.json``, ``load.csv`` and
+(must be 0). Each executor first serves ``--warmup`` requests (default 100,
+not measured, on straggler draws of their own) so that its adaptive deadline
+or hedge delay is measured in steady state, not at its cold-start cap. Writes a console table, ``load.json``, ``load.csv`` and
 ``load.png`` (latency against load).
 """
 
@@ -108,7 +113,7 @@ def _setting(params) -> str:
     """A row's settings, short: "q=0.8 copies=2 pull"."""
     if not isinstance(params, dict):
         return "" if params is None else str(params)
-    short = {"hedge_q": "q", "hedge_copies": "copies", "deadline_factor": "deadline"}
+    short = {"hedge_q": "q", "hedge_copies": "copies", "deadline_factor": "deadline", "column_window": "column"}
     return " ".join(str(v) if k == "placement" else f"{short.get(k, k)}={v:g}" if isinstance(v, float)
                     else f"{short.get(k, k)}={v}" for k, v in params.items())
 
@@ -132,6 +137,10 @@ def main(argv=None):
     ap.add_argument("--run-limit", type=float, default=30.0, help="seconds to wait for answers after the last arrival")
     ap.add_argument("--deadline-factors", default=str(DEADLINE_FACTOR),
                     help="grid of the coded schemes' adaptive deadline: factor x the p90 of recent latencies")
+    ap.add_argument("--column-windows", default="none",
+                    help="grid of the -direct schemes' column window, in units of a request group's fill time "
+                         "B / rate (1: the wait of a hedged group of B); 'none' (default: 1 had the longer tail "
+                         "in the README's seed study): an input waits for its B requests until its batch closes")
     ap.add_argument("--hedge-qs", default="0.8,0.95", help="grid of hedged requests' backup quantile")
     ap.add_argument("--hedge-copies", default="2", help="grid of hedged requests' copies in all (2: one backup)")
     ap.add_argument("--placements", default="pinned,pull",
@@ -142,6 +151,10 @@ def main(argv=None):
                          "gc.freeze(), as a serving process should: a full collection over start-up's "
                          "objects stalled the master for 100-170 ms in 2 of 6 straggler-free runs, 0 of 6 "
                          "with the collector off")
+    ap.add_argument("--warmup", type=int, default=100,
+                    help="requests served (not measured) before each executor's runs, on straggler draws of "
+                         "their own: the adaptive deadline and hedge delay are the cap until 20 task latencies "
+                         "are seen, so a cold executor's first batches wait up to 10 x base")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="docs/bench_load")
     args = ap.parse_args(argv)
@@ -154,6 +167,7 @@ def main(argv=None):
     # at most 4 x base
     schemes = args.schemes.split(",")
     deadline_factors = [float(x) for x in args.deadline_factors.split(",")]
+    column_windows = [None if x == "none" else float(x) for x in args.column_windows.split(",")]
     hedge_qs = [float(x) for x in args.hedge_qs.split(",")]
     hedge_copies = [int(x) for x in args.hedge_copies.split(",")]
     placements = args.placements.split(",")
@@ -180,27 +194,46 @@ def main(argv=None):
             grid = [{}]
         else:
             grid = [{"deadline_factor": d} for d in deadline_factors]
+            if "-direct" in name:
+                grid = [{**g, "column_window": c} for g in grid for c in column_windows]
         return [{**g, "placement": p} for g in grid for p in placements]
 
     def serve(name, factor, kind, N, scheme=None, params=None, **tuning):
-        ex = make_executor(name, model, K, N, B, base, window_cap, None, backend=args.backend,
-                           backend_options=opts, scheme=scheme, **tuning)
+        column = tuning.get("column_window")  # x the group fill time B / rate: set with the batch window
+        ex = make_executor(name, model, K, N, B, base, window_cap, None, backend=args.backend, backend_options=opts,
+                           scheme=scheme, **{k: v for k, v in tuning.items() if k != "column_window"})
+
+        def set_windows(rate):
+            ex.set_batch_window(min(window_cap, (B if name == "hedged" else B * K) / rate) if args.window is None
+                                else args.window)
+            if column is not None:
+                ex.set_column_window(column * B / rate)
+
         if tuning:  # the row names its settings: the scheme's own (a label or a dict) and the grid's
             own = {} if params is None else params if isinstance(params, dict) else {"scheme": params}
             params = {**own, **tuning}
         try:
+            if args.warmup:  # steady state: the deadline and hedge delay have seen latencies
+                rate = loads[0] * capacity
+                set_windows(rate)
+                ex.faults = WorkerStragglers(straggler_model("none" if name == "uncoded-clean" else kind, base),
+                                             K if name.startswith("uncoded") else N, seed=args.seed + 10_000)
+                warm = run_open_loop(ex, X[:args.warmup], arrival_times(rate, args.warmup, args.seed + 10_000),
+                                     run_limit=args.run_limit)
+                if warm.lost:
+                    raise RuntimeError(f"{name}: {warm.lost} warm-up requests lost")
             for load in loads:
                 rate = load * capacity
                 times = arrival_times(rate, n_req, args.seed + int(1000 * load))  # same arrivals for every scheme
                 n_w = K if name.startswith("uncoded") else N
-                group = B if name == "hedged" else B * K  # requests per task (hedged) or per coded batch
-                ex.set_batch_window(min(window_cap, group / rate) if args.window is None else args.window)
+                set_windows(rate)  # requests per task (hedged) or per coded batch, and per input (-direct)
                 ex.faults = WorkerStragglers(straggler_model("none" if name == "uncoded-clean" else kind, base),
                                              n_w, seed=args.seed)
                 if args.gc_freeze:  # start-up's objects out of the collector's sight (see --no-gc-freeze)
                     gc.collect()
                     gc.freeze()
                 hog_s = float(times[-1]) + args.run_limit
+                padded0 = getattr(ex, "padded_columns", 0)
                 t = time.monotonic()
                 if kind == "cpu-hog" and name != "uncoded-clean" and args.backend == "local":
                     with CpuHog(ex.backend.pids[0], hog_s):
@@ -213,6 +246,8 @@ def main(argv=None):
                        "window_ms": 1e3 * ex.batch_window, **summarize(run, truth, rate), "loadavg": round(os.getloadavg()[0], 1)}
                 if name == "hedged":
                     row["hedged"] = int(ex.stats["hedged"])
+                if column is not None:  # inputs sent partial at the column window
+                    row["padded_columns"] = ex.padded_columns - padded0
                 rows.append(row)
                 print(f"  {factor}x {kind} {name} ({row['setting']}) load {load:.0%}: p50 {row['p50_ms']:.0f} ms, "
                       f"p99.9 {row['p999_ms']:.0f} ms, agree {row['agreement']:.3f}, lost {row['lost']} "
