@@ -251,6 +251,19 @@ def test_adaptive_deadline_is_a_clipped_quantile_and_the_cap_until_enough_sample
         AdaptiveDeadline(floor=2.0, cap=1.0)
 
 
+def test_adaptive_deadline_starts_at_initial_until_enough_samples():
+    rule = AdaptiveDeadline(q=0.5, factor=2.0, floor=0.1, cap=5.0, window=4, min_samples=3, initial=0.3)
+    assert adaptive_deadline([], rule) == 0.3 and adaptive_deadline([1.0, 1.0], rule) == 0.3
+    assert adaptive_deadline([1.0, 1.0, 1.0], rule) == 2.0  # then the quantile, as without it
+    with pytest.raises(ValueError, match="initial must be None or in"):
+        AdaptiveDeadline(floor=0.1, cap=5.0, initial=6.0)
+    from test_runtime import MODEL
+    with CodedExecutor(MODEL, gencc.GCC(2, 4), "threads", deadline=rule) as ex:  # the executors start there
+        assert ex.deadline == 0.3
+    with gencc.runtime.HedgedExecutor(MODEL, 2, "threads", hedge_delay=rule) as hx:
+        assert hx.hedge_delay == 0.3
+
+
 def test_early_inputs_are_the_returned_direct_slots_not_yet_answered():
     direct = {0: 0, 1: 1, 2: 2}  # a systematic code with K = 3; slots 3.. are parity
     assert early_inputs([4, 2, 0], direct) == [0, 2]

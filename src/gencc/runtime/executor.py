@@ -266,7 +266,7 @@ class CodedExecutor(StreamingExecutor):
                              f"{scheme.trusted_returns} unless n_min lowers it; n_workers), got {self.n_wait}")
         self._adaptive = deadline if isinstance(deadline, AdaptiveDeadline) else None
         if self._adaptive is not None:
-            self.deadline = self._adaptive.cap
+            self.deadline = adaptive_deadline((), self._adaptive)  # the cold start's
         else:
             self.deadline = None if deadline is None else check_nonnegative(deadline, "deadline")
         self._recent = deque(maxlen=self._adaptive.window if self._adaptive else 1)  # task latencies, s

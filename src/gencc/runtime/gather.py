@@ -148,7 +148,7 @@ class AdaptiveDeadline:
     The rule (:func:`adaptive_deadline`): ``clip(factor * quantile(recent, q),
     floor, cap)`` where ``recent`` are the latencies (dispatch to result) of
     the last ``window`` tasks; with fewer than ``min_samples`` of them the
-    deadline is ``cap``.
+    deadline is ``initial``, or ``cap`` when that is None.
 
     Attributes
     ----------
@@ -164,6 +164,12 @@ class AdaptiveDeadline:
         How many recent task latencies are kept. Default 512.
     min_samples : int
         Latencies needed before the quantile is trusted. Default 20.
+    initial : float, optional
+        Seconds, in [floor, cap]: the deadline of a cold start, until
+        ``min_samples`` latencies are seen. Default None: ``cap``, which a
+        slow task in the very first batches then waits out (a cold executor
+        of the load benchmark answered its first two requests in 385 ms, at
+        its 400 ms cap); set it to the latency you expect of f.
     """
 
     q: float = 0.9
@@ -172,6 +178,7 @@ class AdaptiveDeadline:
     cap: float = 1.0
     window: int = 512
     min_samples: int = 20
+    initial: float | None = None
 
     def __post_init__(self):
         if not 0 < self.q <= 1:
@@ -181,6 +188,9 @@ class AdaptiveDeadline:
         if not 0 <= self.floor <= self.cap:
             raise ValueError(f"floor and cap must satisfy 0 <= floor <= cap, got floor={self.floor!r}, "
                              f"cap={self.cap!r}")
+        if self.initial is not None and not self.floor <= self.initial <= self.cap:
+            raise ValueError(f"initial must be None or in [floor, cap] = [{self.floor!r}, {self.cap!r}], "
+                             f"got {self.initial!r}")
         if self.window < 1 or self.min_samples < 1:
             raise ValueError(f"window and min_samples must be >= 1, got {self.window!r}, {self.min_samples!r}")
 
@@ -198,11 +208,12 @@ def adaptive_deadline(latencies, rule: AdaptiveDeadline) -> float:
     -------
     float
         ``clip(rule.factor * quantile(latencies, rule.q), rule.floor, rule.cap)``,
-        or ``rule.cap`` with fewer than ``rule.min_samples`` latencies.
+        or ``rule.initial`` (``rule.cap`` if None) with fewer than
+        ``rule.min_samples`` latencies.
     """
     lat = np.asarray(list(latencies)[-rule.window:], dtype=np.float64)
     if lat.size < rule.min_samples:
-        return float(rule.cap)
+        return float(rule.cap if rule.initial is None else rule.initial)
     return float(np.clip(rule.factor * np.quantile(lat, rule.q), rule.floor, rule.cap))
 
 

@@ -148,7 +148,7 @@ class HedgedExecutor(StreamingExecutor):
             hedge_delay = AdaptiveDeadline(q=0.95, factor=1.0, floor=0.0, cap=self.timeout)
         if isinstance(hedge_delay, AdaptiveDeadline):
             self._rule = hedge_delay
-            self.hedge_delay = hedge_delay.cap
+            self.hedge_delay = adaptive_deadline((), hedge_delay)  # the cold start's
         else:
             self._rule = None
             self.hedge_delay = check_nonnegative(hedge_delay, "hedge_delay")
