@@ -83,10 +83,11 @@ def test_sobolev_fast_is_scipy_smoothing_spline(lam):
     dense = KernelRidge(Sobolev2(), lam, solver="dense").fit(t, y).predict(s)
     ref = make_smoothing_spline(t, y, lam=t.size * lam)(s)
     _close(fast, dense, rtol=1e-11)
-    # scipy's B-spline solve is itself accurate to ~1e-8..1e-7 here (n = 300); the dense
-    # path differs from it by as much, so the fast one must be as close as the dense one
+    # scipy's B-spline solve is itself accurate only to ~1e-8..1e-6 here (n = 300; 1.3e-6 relative
+    # at lam = 1e-2 with scipy 1.17.1, ~1e-7 with earlier releases); the dense path differs from it
+    # by as much, so the fast one must be as close as the dense one
     assert np.max(np.abs(fast - ref)) <= np.max(np.abs(dense - ref)) + 1e-11
-    _close(fast, ref, rtol=1e-6)
+    _close(fast, ref, rtol=5e-6)
 
 
 def test_clustered_nodes_and_many_outputs():
