@@ -203,6 +203,11 @@ def main(argv=None):
         ex = make_executor(name, model, K, N, B, base, window_cap, None, backend=args.backend, backend_options=opts,
                            scheme=scheme, **{k: v for k, v in tuning.items() if k != "column_window"})
 
+        n_w = K if name.startswith("uncoded") else N
+
+        def stragglers(seed):  # the straggler process of this row's cell, on draws of ``seed``
+            return WorkerStragglers(straggler_model("none" if name == "uncoded-clean" else kind, base), n_w, seed=seed)
+
         def set_windows(rate):
             ex.set_batch_window(min(window_cap, (B if name == "hedged" else B * K) / rate) if args.window is None
                                 else args.window)
@@ -216,8 +221,7 @@ def main(argv=None):
             if args.warmup:  # steady state: the deadline and hedge delay have seen latencies
                 rate = loads[0] * capacity
                 set_windows(rate)
-                ex.faults = WorkerStragglers(straggler_model("none" if name == "uncoded-clean" else kind, base),
-                                             K if name.startswith("uncoded") else N, seed=args.seed + 10_000)
+                ex.faults = stragglers(args.seed + 10_000)
                 warm = run_open_loop(ex, X[:args.warmup], arrival_times(rate, args.warmup, args.seed + 10_000),
                                      run_limit=args.run_limit)
                 if warm.lost:
@@ -225,15 +229,13 @@ def main(argv=None):
             for load in loads:
                 rate = load * capacity
                 times = arrival_times(rate, n_req, args.seed + int(1000 * load))  # same arrivals for every scheme
-                n_w = K if name.startswith("uncoded") else N
                 set_windows(rate)  # requests per task (hedged) or per coded batch, and per input (-direct)
-                ex.faults = WorkerStragglers(straggler_model("none" if name == "uncoded-clean" else kind, base),
-                                             n_w, seed=args.seed)
+                ex.faults = stragglers(args.seed)
                 if args.gc_freeze:  # start-up's objects out of the collector's sight (see --no-gc-freeze)
                     gc.collect()
                     gc.freeze()
                 hog_s = float(times[-1]) + args.run_limit
-                padded0 = getattr(ex, "padded_columns", 0)
+                padded0 = ex.padded_columns if column is not None else 0
                 t = time.monotonic()
                 if kind == "cpu-hog" and name != "uncoded-clean" and args.backend == "local":
                     with CpuHog(ex.backend.pids[0], hog_s):

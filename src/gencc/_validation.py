@@ -29,6 +29,13 @@ def check_nonnegative(value, name: str) -> float:
     return v
 
 
+def check_choice(value, name: str, choices: tuple):
+    """Return ``value`` if it is one of ``choices``, or raise naming ``name`` and them."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
 def check_probability(value, name: str, *, closed: bool = False) -> float:
     """Return ``value`` as a float in [0, 1) (or [0, 1] when ``closed``)."""
     v = check_nonnegative(value, name)

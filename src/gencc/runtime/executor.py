@@ -18,7 +18,7 @@ from concurrent.futures import CancelledError, Future
 
 import numpy as np
 
-from .._validation import check_batch, check_int, check_nonnegative
+from .._validation import check_batch, check_choice, check_int, check_nonnegative
 from ..errors import BatchFailedError, InsufficientReturnsError, InvalidInputError, MissingOutputsError
 from ..schemes.base import CodingScheme
 from .batch import BatchResult, BatchState
@@ -280,12 +280,8 @@ class CodedExecutor(StreamingExecutor):
         self.timeout = check_nonnegative(timeout, "timeout")
         if self.timeout == 0:
             raise ValueError("timeout must be > 0")
-        if on_insufficient not in ON_INSUFFICIENT:
-            raise ValueError(f"on_insufficient must be one of {ON_INSUFFICIENT}, got {on_insufficient!r}")
-        self.on_insufficient = on_insufficient
-        if placement not in PLACEMENTS:
-            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
-        self.placement = placement
+        self.on_insufficient = check_choice(on_insufficient, "on_insufficient", ON_INSUFFICIENT)
+        self.placement = check_choice(placement, "placement", PLACEMENTS)
         self._pending: deque[tuple[int, int]] = deque()  # (batch, slot) waiting at the master (pull), oldest first
         self.hang_timeout = self.timeout if hang_timeout is None else check_nonnegative(hang_timeout, "hang_timeout")
         if self.hang_timeout == 0:
@@ -299,12 +295,7 @@ class CodedExecutor(StreamingExecutor):
         self.max_in_flight = check_int(max_in_flight, "max_in_flight")
         self.micro_batch = check_int(micro_batch, "micro_batch")
         self.batch_window = check_nonnegative(batch_window, "batch_window")
-        if column_window is not None:
-            if not direct_dispatch:
-                raise ValueError("column_window needs direct_dispatch=True (it times an input's task, which "
-                                 "only direct dispatch sends before its batch closes)")
-            column_window = check_nonnegative(column_window, "column_window")
-        self.column_window = column_window
+        self.column_window = _check_column_window(column_window, self.direct_dispatch)
         self._policy = GatherPolicy(self.deadline, self.timeout, on_insufficient)
         self._models = models  # what each worker runs: a task is re-sent only to a worker running the same
         uniform = all(m is model for m in models)
@@ -444,8 +435,7 @@ class CodedExecutor(StreamingExecutor):
             b = BatchState(index, coded, plan, t1, fut, t1 - t0, size=B)
             b.on_early = on_early if self._direct else None
             self._batches[index] = b
-            for slot in range(self.scheme.n_workers):
-                self._place(b, slot, t1)
+            self._place(b, range(self.scheme.n_workers), t1)
         return fut
 
     # -- direct dispatch (ColumnBatcher): a batch open while its columns go out ----------------
@@ -480,10 +470,9 @@ class CodedExecutor(StreamingExecutor):
                                size=Xk.shape[0])
                 b.on_early = on_early
                 self._batches[index] = b
-            now = time.monotonic()
             for slot in slots:
                 b.coded[slot] = Xk
-                self._place(b, slot, now, timed=True)
+            self._place(b, slots, time.monotonic(), timed=True)
         return b.future
 
     def _close_batch(self, opened, X):
@@ -509,9 +498,8 @@ class CodedExecutor(StreamingExecutor):
                 for q in self._queues:  # an early task's hang timer starts now, with the batch's clock
                     if q.tasks and q.tasks[0][0] == index:
                         q.head_since = t1
-                for slot in range(self.scheme.n_workers):
-                    if slot not in b.sent_at and slot not in b.outstanding:
-                        self._place(b, slot, t1, timed=True)
+                unsent = [s for s in range(self.scheme.n_workers) if s not in b.sent_at and s not in b.outstanding]
+                self._place(b, unsent, t1, timed=True)
         if settle is not None:
             _settle([settle])
         return b.future
@@ -810,24 +798,26 @@ class CodedExecutor(StreamingExecutor):
         """Change ``column_window`` (seconds, or None) for the inputs filled from now on."""
         if not self.direct_dispatch:
             raise ValueError("column_window needs direct_dispatch=True")
-        self.column_window = None if seconds is None else check_nonnegative(seconds, "seconds")
-        self._batcher.column_window = self.column_window
+        self.column_window = self._batcher.column_window = _check_column_window(seconds, self.direct_dispatch)
 
     def _faults_per_worker(self) -> bool:
         """Under pull placement, faults drawn per task for the worker that runs it."""
         return self.placement == "pull" and hasattr(self.faults, "task_fault")
 
-    def _place(self, b, slot, now, timed=False):
-        """Send ``slot`` of batch ``b`` (pinned: to worker ``slot``) or queue it at the master (pull).
-        ``timed``: record its send time (direct dispatch; always under pull)."""
-        if self.placement == "pinned":
-            if timed:
-                b.sent_at[slot] = now
-            self._dispatch(b, slot, slot, b.faults[slot] if b.faults else TaskFault(), now)
-            return
-        b.outstanding[slot] = _AT_MASTER
-        self._pending.append((b.index, slot))
-        self._pump(now)
+    def _place(self, b, slots, now, timed=False):
+        """Send ``slots`` of batch ``b`` (pinned: slot n to worker n) or queue them at the master and
+        send what idle workers can take (pull). ``timed``: record the send times (direct dispatch;
+        always under pull)."""
+        for slot in slots:
+            if self.placement == "pinned":
+                if timed:
+                    b.sent_at[slot] = now
+                self._dispatch(b, slot, slot, b.faults[slot] if b.faults else TaskFault(), now)
+            else:
+                b.outstanding[slot] = _AT_MASTER
+                self._pending.append((b.index, slot))
+        if self.placement == "pull":
+            self._pump(now)
 
     def _pump(self, now):
         """Pull placement: send waiting tasks, oldest first, to idle workers (the lock held)."""
@@ -840,9 +830,10 @@ class CodedExecutor(StreamingExecutor):
                 self.stats["never_sent"] += 1
         idle = [w for w, q in enumerate(self._queues) if not q.tasks and not q.starting]
         sent = set()
+        per_worker = self._faults_per_worker()
         for i, w in assign_idle([slot for _, slot in live], idle, lambda s, v: self._models[v] == self._models[s]):
             b, slot = live[i]
-            if self._faults_per_worker():
+            if per_worker:
                 fault = self.faults.task_fault(w)
             else:
                 fault = b.faults[slot] if b.faults else TaskFault()
@@ -1048,6 +1039,16 @@ class CodedExecutor(StreamingExecutor):
         err = BatchFailedError(b.index, b.failed, len(b.usable(self._out_shape)), n_required, reason)
         log.warning("batch failed", extra={"batch": b.index, "reason": reason})
         return b.future, err
+
+
+def _check_column_window(seconds, direct_dispatch: bool) -> float | None:
+    """``column_window`` checked: None, or seconds >= 0 under direct dispatch."""
+    if seconds is None:
+        return None
+    if not direct_dispatch:
+        raise ValueError("column_window needs direct_dispatch=True (it times an input's task, which "
+                         "only direct dispatch sends before its batch closes)")
+    return check_nonnegative(seconds, "column_window")
 
 
 def _warm_up(scheme):

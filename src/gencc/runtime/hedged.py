@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_batch, check_int, check_nonnegative
+from .._validation import check_batch, check_choice, check_int, check_nonnegative
 from ..errors import BatchFailedError, InvalidInputError
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
@@ -153,9 +153,7 @@ class HedgedExecutor(StreamingExecutor):
             self._rule = None
             self.hedge_delay = check_nonnegative(hedge_delay, "hedge_delay")
         self.faults = faults
-        if placement not in PLACEMENTS:
-            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
-        self.placement = placement
+        self.placement = check_choice(placement, "placement", PLACEMENTS)
         self._recent = deque(maxlen=self._rule.window if self._rule else 1)
         self._backend = CodedExecutor._make_backend(backend, model, self.n_workers, backend_options or {})
         self._backend.start()
