@@ -8,7 +8,10 @@ Offered loads are fractions (default 30%, 50%, 70%) of the capacity measured
 at the start: inputs per second that uncoded on K workers serves with full
 micro-batches and no stragglers. Each task's time is an injected ``--base``
 seconds (a stand-in for a heavier f; lenet5 itself takes about 1 ms) plus
-the straggler process (``gencc.experiments.load``). Schemes, all at N =
+the straggler process (``gencc.experiments.load``); ``--task-time cpu``
+spends ``--base`` as CPU work on the worker instead of a sleep, so that a CPU
+hog (``--stragglers cpu-hog``) slows the worker sharing its core and every
+redundant task costs core time. Schemes, all at N =
 factor x K workers except ``uncoded`` (K workers):
 
 * ``uncoded``: Uncoded(K), waits for all K; ``uncoded-clean`` is the same
@@ -36,7 +39,12 @@ factor x K workers except ``uncoded`` (K workers):
   as K - 1 returns instead of waiting for the K-th (``n_min = K - 1``): the
   late inputs get a less accurate answer, sooner; ``gcc-sys-direct-any``:
   both;
-* ``parm``: ParM.for_workload(workload, K), only where N = K + 1.
+* ``parm``: ParM.for_workload(workload, K), only where N = K + 1; it
+  decodes once any K of the K + 1 returned (every input answerable), not
+  at the deadline from fewer.
+
+Latency quantiles count a failed or lost request as infinitely late (a
+tail over the answered requests alone would hide them).
 
 Settings: ``--deadline-factors`` is a grid of the coded schemes' deadline
 factor and ``--hedge-qs`` one of hedged requests' backup quantile; each
@@ -70,10 +78,9 @@ import numpy as np  # noqa: E402
 from gencc import stragglers as st  # noqa: E402
 from gencc.schemes import GCC  # noqa: E402
 from gencc.experiments.load import (DEADLINE_FACTOR, SCHEMES, CpuHog, arrival_times, make_executor,  # noqa: E402
-                                    measure_capacity, run_open_loop, straggler_model, summarize)
+                                    measure_capacity, run_open_loop, summarize, worker_stragglers)
 from gencc.experiments.peers import LETCC_GRID, best_letcc  # noqa: E402
 from gencc.report import format_table, write_csv, write_json  # noqa: E402
-from gencc.runtime import WorkerStragglers  # noqa: E402
 from gencc.workloads import WorkloadFactory, get  # noqa: E402
 
 
@@ -131,6 +138,11 @@ def main(argv=None):
     ap.add_argument("-K", type=int, default=4)
     ap.add_argument("--micro-batch", type=int, default=2)
     ap.add_argument("--base", type=float, default=0.04, help="injected task time, seconds")
+    ap.add_argument("--task-time", choices=["sleep", "cpu"], default="sleep",
+                    help="how a task spends --base: sleeping (default; a stand-in for a heavier f on a machine of "
+                         "its own) or as CPU work on the worker (a busy loop: a CPU hog slows it, and every "
+                         "redundant task costs core time on this machine's cores); cpu: --stragglers cpu-hog "
+                         "or none only")
     ap.add_argument("--window", type=float, default=None,
                     help="batching window, seconds (default: the mean time to fill a batch at the offered rate, "
                          "at most 4 x base)")
@@ -186,8 +198,11 @@ def main(argv=None):
     truth = wl.f(X).reshape(n_req, -1)
     t_start = time.monotonic()
     uptime = os.getloadavg()
-    capacity = measure_capacity(model, K, B, base, X, backend=args.backend, backend_options=opts)
-    print(f"capacity (uncoded, K={K}, B={B}, base {base:g} s): {capacity:.1f} inputs/s; "
+    cpu = args.task_time == "cpu"
+    if cpu and set(kinds) - {"none", "cpu-hog"}:
+        ap.error(f"--task-time cpu takes --stragglers cpu-hog or none, got {','.join(kinds)}")
+    capacity = measure_capacity(model, K, B, base, X, backend=args.backend, backend_options=opts, cpu=cpu)
+    print(f"capacity (uncoded, K={K}, B={B}, base {base:g} s of {args.task_time}): {capacity:.1f} inputs/s; "
           f"load average {uptime[0]:.1f}", flush=True)
     rows = []
 
@@ -213,7 +228,7 @@ def main(argv=None):
         n_w = K if name.startswith("uncoded") else N
 
         def stragglers(seed):  # the straggler process of this row's cell, on draws of ``seed``
-            return WorkerStragglers(straggler_model("none" if name == "uncoded-clean" else kind, base), n_w, seed=seed)
+            return worker_stragglers("none" if name == "uncoded-clean" else kind, base, n_w, seed, cpu=cpu)
 
         def set_windows(rate):
             ex.set_batch_window(min(window_cap, (B if name == "hedged" else B * K) / rate) if args.window is None
@@ -296,7 +311,7 @@ def main(argv=None):
     cols = ["factor", "stragglers", "scheme", "setting", "workers", "load", "window_ms", "offered_rps", "throughput_rps", "p50_ms", "p99_ms",
             "p999_ms", "p999/clean_p50", "p999/hedged", "agreement", "exact", "untrusted", "answered", "errors", "lost",
             "unaccounted", "loadavg"]
-    title = (f"{args.workload}, K={K}, B={B}, base {base:g} s, window: fill time <= {window_cap:g} s, {n_req} requests per run, "
+    title = (f"{args.workload}, K={K}, B={B}, base {base:g} s of {args.task_time}, window: fill time <= {window_cap:g} s, {n_req} requests per run, "
              f"{args.backend} backend, capacity {capacity:.0f}/s, {os.cpu_count()} cores, "
              f"load average at start {uptime[0]:.1f}")
     print(format_table(rows, cols, title=title))

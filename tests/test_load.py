@@ -1,13 +1,16 @@
 """The load experiment's pieces (``gencc.experiments.load``): arrivals, straggler processes, and an
 open-loop run of every scheme that counts every request as answered, failed or lost."""
 
+import time
+
 import numpy as np
 import pytest
 
-from gencc.experiments.load import arrival_times, make_executor, run_open_loop, straggler_model, summarize
+from gencc.experiments.load import (arrival_times, make_executor, run_open_loop, straggler_model, summarize,
+                                    worker_stragglers)
 from gencc.runtime import WorkerStragglers
 
-from test_runtime import MODEL, f
+from test_runtime import MODEL, _opts, f
 
 K, N = 2, 4
 
@@ -66,3 +69,72 @@ def test_the_deadline_and_the_hedge_quantile_are_settable_for_the_grid():
     with make_executor("gcc-sys-direct-any", MODEL, K, N, micro_batch=2, base=0.002, window=0.004, faults=None,
                        backend="threads", deadline_factor=1.0) as ex:
         assert ex._adaptive.factor == 1.0 and ex._adaptive.q == 0.9
+
+
+def test_cpu_work_burns_the_thread_clock_not_the_wall_clock_of_a_sleep():
+    from gencc.runtime.faults import TaskFault, burn_cpu, run_faulty
+
+    t0, c0 = time.monotonic(), time.thread_time()
+    assert burn_cpu(0.03) > 0
+    assert time.thread_time() - c0 >= 0.03  # CPU time, which a sleep would not spend
+    assert time.monotonic() - t0 >= 0.03
+    c0 = time.thread_time()
+    y = run_faulty(lambda: np.arange(3.0), TaskFault(work=0.02))
+    assert time.thread_time() - c0 >= 0.02
+    np.testing.assert_array_equal(y, np.arange(3.0))  # the work changes no output
+
+
+def test_a_cpu_straggler_process_gives_every_task_its_work_and_no_delay():
+    faults = worker_stragglers("cpu-hog", 0.01, 3, seed=2, cpu=True)
+    tasks = [faults.task_fault(w) for w in (0, 1, 2, 0)]
+    assert all(t.work == 0.01 and t.delay == 0.0 for t in tasks)
+    slept = worker_stragglers("cpu-hog", 0.01, 3, seed=2)  # the sleeping form: a delay, no work
+    t = slept.task_fault(0)
+    assert t.work == 0.0 and 0.01 <= t.delay <= 0.0105
+    with pytest.raises(ValueError, match="stragglers must be 'none' or 'cpu-hog'"):
+        worker_stragglers("slow-nodes", 0.01, 3, seed=2, cpu=True)
+    with pytest.raises(ValueError, match="work must be a finite number of seconds"):
+        WorkerStragglers(None, 3, work=-1.0)
+
+
+@pytest.mark.parametrize("backend", ["local", "threads"])
+def test_task_cpu_work_reaches_the_worker_and_shows_in_its_compute_time(backend):
+    X = np.random.default_rng(1).uniform(-1, 1, size=(8, 2))
+    faults = worker_stragglers("none", 0.02, N, seed=0, cpu=True)
+    with make_executor("gcc-sys", MODEL, K, N, micro_batch=2, base=0.02, window=0.004, faults=faults,
+                       backend=backend, backend_options=_opts(backend)) as ex:
+        res = ex.submit(X[:4]).result(timeout=30)
+    np.testing.assert_allclose(res.outputs[res.decode_info["exact"]], f(X[:4])[res.decode_info["exact"]],
+                               rtol=1e-12)
+    assert res.compute_seconds and min(res.compute_seconds.values()) >= 0.02  # each task burned its 20 ms first
+
+
+def test_latency_quantiles_count_a_failed_request_as_infinitely_late():
+    from gencc.experiments.load import latency_quantile
+
+    lat = np.random.default_rng(4).exponential(0.05, size=1000)
+    every = np.ones(1000, dtype=bool)
+    for p in (50, 99, 99.9):
+        assert latency_quantile(lat, every, p) == pytest.approx(np.percentile(lat, p), rel=1e-12)
+    failed = every.copy()
+    failed[[3, 500]] = False  # 0.2% of requests got no answer: above the 0.1% that p99.9 leaves
+    assert latency_quantile(lat, failed, 99.9) == np.inf
+    assert np.isfinite(latency_quantile(lat, failed, 99))
+    assert np.isnan(latency_quantile(np.array([]), np.array([], dtype=bool), 50))
+
+
+def test_errors_of_one_kind_count_together_whatever_their_batch():
+    from gencc.errors import BatchFailedError
+    from gencc.experiments.load import error_kind
+
+    a = error_kind(BatchFailedError(18, {0: "hung"}, 2, 3, "timed out after 30 s"))
+    assert a == error_kind(BatchFailedError(212, {4: "hung"}, 2, 3, "timed out after 30 s"))
+    assert a.startswith("BatchFailedError: batch #") and "#" in a and "18" not in a
+
+
+def test_parm_serves_any_k_of_its_k_plus_1_workers_rather_than_failing_inputs_at_the_deadline():
+    from gencc.workloads import WorkloadFactory
+
+    with make_executor("parm", WorkloadFactory("lenet5"), 4, 5, micro_batch=2, base=0.002, window=0.004,
+                       faults=None, backend="threads") as ex:
+        assert ex.n_min == 4

@@ -16,6 +16,12 @@ seconds (an injected sleep standing in for a heavier f than the workload's):
   core of worker 0 (worker 0 pinned there too) for at most ``hog_seconds``
   (local backend only: Ray's actors are not pinned).
 
+``cpu=True`` (:func:`worker_stragglers`) spends ``base`` as CPU work instead
+of a sleep (:attr:`~gencc.runtime.faults.TaskFault.work`): a hog then slows
+the worker sharing its core, as it would a real f, and the redundant tasks of
+a scheme cost real core time on a machine's few cores. Only ``none`` and
+``cpu-hog`` have a CPU form (their straggler is the machine itself).
+
 Every loop is bounded in count (``n_requests``) and time (``run_limit``);
 every request ends answered, with an explicit error, or is counted lost.
 """
@@ -23,6 +29,7 @@ every request ends answered, with an explicit error, or is counted lost.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -34,9 +41,8 @@ import numpy as np
 from .. import stragglers as st
 from ..runtime import AdaptiveDeadline, CodedExecutor, HedgedExecutor, WorkerStragglers
 
-__all__ = ["STRAGGLERS", "SCHEMES", "arrival_times", "straggler_model", "LoadRun", "run_open_loop", "measure_capacity",
-           "make_executor",
-           "summarize", "CpuHog"]
+__all__ = ["STRAGGLERS", "SCHEMES", "arrival_times", "straggler_model", "worker_stragglers", "LoadRun", "run_open_loop",
+           "measure_capacity", "make_executor", "summarize", "latency_quantile", "error_kind", "CpuHog"]
 
 STRAGGLERS = ("none", "slow-nodes", "pareto", "cpu-hog")
 SCHEMES = ("uncoded", "replication", "hedged", "gcc-sys", "gcc-sys-direct", "gcc-sys-any", "gcc-sys-direct-any", "gcc",
@@ -69,6 +75,32 @@ def straggler_model(kind: str, base: float) -> st.LatencyModel:
     if kind == "pareto":
         return st.Pareto(scale=base, shape=3.0)
     raise ValueError(f"stragglers must be one of {STRAGGLERS}, got {kind!r}")
+
+
+def worker_stragglers(kind: str, base: float, n_workers: int, seed: int, *, cpu: bool = False) -> WorkerStragglers:
+    """The straggler process ``kind`` on ``n_workers`` workers, seeded.
+
+    Parameters
+    ----------
+    kind : str
+        One of ``STRAGGLERS``.
+    base : float
+        Typical task time, seconds.
+    n_workers, seed : int
+    cpu : bool
+        Spend ``base`` as CPU work (a busy loop on the worker) rather than a
+        sleep; only for ``"none"`` and ``"cpu-hog"``.
+
+    Returns
+    -------
+    WorkerStragglers
+    """
+    if not cpu:
+        return WorkerStragglers(straggler_model(kind, base), n_workers, seed=seed)
+    if kind not in ("none", "cpu-hog"):
+        raise ValueError(f"stragglers must be 'none' or 'cpu-hog' when the task time is CPU work (cpu=True), "
+                         f"got {kind!r}")
+    return WorkerStragglers(None, n_workers, seed=seed, work=base)
 
 
 class CpuHog:
@@ -110,7 +142,7 @@ class LoadRun:
     duration_s: float  # first arrival to last answer
     said_exact: np.ndarray  # bool (n,): the future's info called the answer exact
     said_untrusted: np.ndarray  # bool (n,): ... decoded from fewer than the trusted returns
-    error_reasons: dict | None = None  # message -> count
+    error_reasons: dict | None = None  # error_kind -> count
 
 
 def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> LoadRun:
@@ -161,7 +193,8 @@ def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> 
             continue
         except Exception as exc:
             errors += 1
-            reasons[f"{type(exc).__name__}: {str(exc)[:120]}"] = reasons.get(f"{type(exc).__name__}: {str(exc)[:120]}", 0) + 1
+            why = error_kind(exc)
+            reasons[why] = reasons.get(why, 0) + 1
             continue
         y = np.asarray(y, dtype=np.float64)
         if outputs is None:
@@ -176,11 +209,12 @@ def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> 
 
 
 def measure_capacity(model, K: int, micro_batch: int, base: float, X, *, backend="local", backend_options=None,
-                     batches: int = 40) -> float:
-    """Inputs per second that uncoded on K workers serves with full micro-batches and no stragglers."""
+                     batches: int = 40, cpu: bool = False) -> float:
+    """Inputs per second that uncoded on K workers serves with full micro-batches and no stragglers
+    (``cpu``: each task's ``base`` spent as CPU work, see :func:`worker_stragglers`)."""
     from ..schemes import Uncoded
 
-    faults = WorkerStragglers(straggler_model("none", base), K, seed=12345)
+    faults = worker_stragglers("none", base, K, 12345, cpu=cpu)
     with CodedExecutor(model, Uncoded(K), backend, micro_batch=micro_batch, faults=faults, max_in_flight=4,
                        backend_options=backend_options) as ex:
         size = K * micro_batch
@@ -229,22 +263,53 @@ def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backe
     # systematic task as soon as its input's rows are in, not when the batch closes. Past the deadline
     # with fewer than the floor: wait for it (decode as soon as it is reached)
     n_min = max(scheme.min_returns, K - 1) if name.endswith("-any") else None
+    if name == "parm":  # decode once every input is answerable, any K of the K + 1 (ParM's own rule): a
+        # decode at the deadline from fewer fails the inputs it cannot answer (2-14% of requests did)
+        n_min = K
     return CodedExecutor(model, scheme, backend, deadline=deadline, on_insufficient="wait", n_min=n_min,
                          direct_dispatch="-direct" in name, **opts)
 
 
+def error_kind(exc: BaseException) -> str:
+    """An error's type and message with its numbers (batch, input) as ``#``: errors of one kind count together."""
+    return f"{type(exc).__name__}: {re.sub(r'[0-9]+', '#', str(exc))[:120]}"
+
+
+def latency_quantile(latencies: np.ndarray, answered: np.ndarray, p: float) -> float:
+    """The p-th percentile of every request's latency, a failed or lost request counting as infinitely late.
+
+    With every request answered this is ``np.percentile(latencies, p)``; a
+    tail quantile over the answered requests alone would hide the requests
+    that got no answer, so it is infinite once more than about (100 - p)% of
+    them failed. NaN for an empty run.
+    """
+    lat = np.sort(np.where(answered, latencies, np.inf))
+    if lat.size == 0:
+        return float("nan")
+    h = (lat.size - 1) * p / 100.0
+    lo, hi = int(np.floor(h)), int(np.ceil(h))
+    if not np.isfinite(lat[hi]):
+        return float("inf")
+    return float(lat[lo] + (h - lo) * (lat[hi] - lat[lo]))
+
+
 def summarize(run: LoadRun, truth: np.ndarray, offered: float) -> dict:
-    """Throughput, latency quantiles, answer quality and the request count of one run."""
+    """Throughput, latency quantiles, answer quality and the request count of one run.
+
+    The latency quantiles are over every request, a failed or lost one
+    counting as infinitely late (:func:`latency_quantile`); ``max_ms`` is
+    over the answered ones."""
     n = len(run.answered)
     lat = run.latencies[run.answered]
-    q = (lambda p: float(np.percentile(lat, p))) if lat.size else (lambda p: float("nan"))
+    q = lambda p: latency_quantile(run.latencies, run.answered, p)  # noqa: E731
     est = run.outputs.reshape(n, -1) if run.outputs.size else np.full((n, truth.shape[1]), np.nan)
     ok = run.answered
     agree = float(np.mean(est[ok].argmax(1) == truth[ok].argmax(1))) if ok.any() else float("nan")
     rel = np.abs(est[ok] - truth[ok]).max(axis=1) / np.maximum(np.abs(truth[ok]).max(axis=1), 1e-12)
     exact = float(np.mean(rel < 1e-5)) if ok.any() else float("nan")
     return {"offered_rps": offered, "throughput_rps": float(ok.sum() / max(run.duration_s, 1e-9)),
-            "p50_ms": 1e3 * q(50), "p99_ms": 1e3 * q(99), "p999_ms": 1e3 * q(99.9), "max_ms": 1e3 * q(100),
+            "p50_ms": 1e3 * q(50), "p99_ms": 1e3 * q(99), "p999_ms": 1e3 * q(99.9),
+            "max_ms": 1e3 * float(lat.max()) if lat.size else float("nan"),
             "agreement": agree, "exact": exact,
             # what the futures' info said: answers called exact, those of them that are not (must be 0),
             # and answers decoded from fewer than the scheme's trusted returns

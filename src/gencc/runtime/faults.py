@@ -23,7 +23,7 @@ from ..errors import InjectedError
 from ..stragglers import LatencyModel
 
 __all__ = ["Faults", "WorkerStragglers", "TaskFault", "FAULT_KINDS", "BYZANTINE_KINDS", "InjectedError",
-           "run_faulty", "apply_output_fault"]
+           "run_faulty", "apply_output_fault", "burn_cpu"]
 
 FAULT_KINDS = ("crash", "hang", "error", "nan", "wrong_shape")
 # Byzantine outputs: the attacks of gencc.byzantine, by the names of gencc.byzantine.ATTACKS
@@ -35,6 +35,11 @@ class TaskFault:
     """What to do to one task: sleep ``delay`` seconds first, then ``kind``
     (None: compute normally).
 
+    ``work`` is seconds of CPU time the worker spends (busy, on its own
+    thread's clock; see :func:`burn_cpu`) before computing f: a stand-in for
+    a heavier f whose time, unlike a sleep's, stretches when the worker's
+    core is shared (the load benchmark's CPU hog).
+
     ``params`` carries what a Byzantine kind needs, drawn by the master
     (see :class:`Faults`): ``"attack"`` (the attack's own parameters),
     ``"output_scale"``, ``"output_range"``, ``"point"`` (the slot's beta),
@@ -44,6 +49,7 @@ class TaskFault:
     delay: float = 0.0
     kind: str | None = None
     params: dict | None = None
+    work: float = 0.0
 
 
 @dataclass
@@ -219,31 +225,39 @@ class WorkerStragglers:
 
     Parameters
     ----------
-    latency : LatencyModel
-        Delay of one task, seconds (e.g. ``SlowNodes(base, fraction=0.05, slowdown=10)``).
+    latency : LatencyModel or None
+        Delay of one task, seconds (e.g. ``SlowNodes(base, fraction=0.05, slowdown=10)``);
+        None: no delay.
     n_workers : int
     seed : int
+    work : float
+        Seconds of CPU time every task spends before f (:attr:`TaskFault.work`).
     """
 
-    def __init__(self, latency: LatencyModel, n_workers: int, seed: int = 0):
-        self.latency, self.n_workers, self.seed = latency, int(n_workers), int(seed)
+    def __init__(self, latency: LatencyModel | None, n_workers: int, seed: int = 0, work: float = 0.0):
+        if not (isinstance(work, numbers.Real) and np.isfinite(work) and work >= 0):
+            raise ValueError(f"work must be a finite number of seconds >= 0, got {work!r}")
+        self.latency, self.n_workers, self.seed, self.work = latency, int(n_workers), int(seed), float(work)
         self._count = [0] * self.n_workers
         self._lock = threading.Lock()
 
     def task_fault(self, worker: int) -> TaskFault:
-        """The next task of ``worker``: its delay."""
+        """The next task of ``worker``: its delay and CPU work."""
         with self._lock:
             j = self._count[worker]
             self._count[worker] += 1
+        if self.latency is None:
+            return TaskFault(0.0, work=self.work)
         rng = np.random.default_rng([self.seed, worker, j])
-        return TaskFault(float(self.latency.sample(1, rng)[0]))
+        return TaskFault(float(self.latency.sample(1, rng)[0]), work=self.work)
 
     def plan(self, batch_index: int, n_workers: int) -> list[TaskFault]:
         """The N tasks of a coded batch, slot n on worker n (the :class:`Faults` interface)."""
         return [self.task_fault(n) for n in range(n_workers)]
 
     def __repr__(self):
-        return f"WorkerStragglers({self.latency!r}, n_workers={self.n_workers}, seed={self.seed})"
+        work = f", work={self.work:g}" if self.work else ""
+        return f"WorkerStragglers({self.latency!r}, n_workers={self.n_workers}, seed={self.seed}{work})"
 
 
 CRASH_EXIT_CODE = 17
@@ -286,11 +300,37 @@ def run_faulty(compute, fault: TaskFault, *, orphaned=lambda: False, exit=os._ex
         exit(0)
     if fault.kind == "error":
         raise InjectedError("injected error")
+    if fault.work:
+        burn_cpu(fault.work)
     y = compute()
     if fault.kind == "copy":
         return _replay(y)
     _LAST.output = y
     return apply_output_fault(y, fault.kind, fault.params)
+
+
+_BURN = np.full((48, 48), 1.0 / 48)
+
+
+def burn_cpu(seconds: float) -> int:
+    """Keep this thread busy until its CPU clock has advanced ``seconds``.
+
+    The work is small matrix products, which release the GIL (as a torch
+    model's kernels do), so threads-backend workers burn in parallel. Time
+    the thread waits for a core does not count: on a shared core the burn
+    takes longer in wall time, as a real computation would.
+
+    Returns
+    -------
+    int
+        The number of products computed.
+    """
+    end = time.thread_time() + seconds
+    a, n = _BURN, 0
+    while time.thread_time() < end:
+        a = a @ _BURN
+        n += 1
+    return n
 
 
 # The honest output of the last task this worker (process or thread) computed:
