@@ -35,6 +35,16 @@ def test_with_tasks_sent_at_different_times_the_deadline_counts_from_the_latest_
     assert decide(state(decodable=False, elapsed=5.0, waited=0.3), POLICY).kind == "fail"  # timeout: from elapsed
 
 
+def test_at_the_deadline_a_decode_that_leaves_answerable_inputs_unanswered_waits():
+    # replication / ParM: some input's only copies are still out
+    assert decide(state(decodable=True, elapsed=1.5, covers=False), POLICY).kind == "wait"
+    assert decide(state(decodable=True, elapsed=1.5, covers=True), POLICY).kind == "decode"
+    # nothing more can come, or the timeout: decode what can be (the rest fail explicitly)
+    assert decide(state(decodable=True, elapsed=1.5, covers=False, outstanding=0), POLICY).kind == "decode"
+    assert decide(state(decodable=True, elapsed=5.0, covers=False), POLICY).kind == "decode"
+    assert decide(state(decodable=True, enough=True, covers=False), POLICY).kind == "decode"
+
+
 def test_never_answers_from_an_undecodable_set():
     for elapsed in (0.0, 0.5, 1.0, 4.9):
         for outstanding in (0, 1, 5):
@@ -326,3 +336,38 @@ def test_assign_idle_sends_the_oldest_tasks_to_their_own_worker_or_another_idle_
     parity = lambda s, w: (s == 3) == (w == 3)  # noqa: E731
     assert assign_idle([3, 0], [1], parity) == [(1, 1)]
     assert assign_idle([3, 0], [3, 1], parity) == [(0, 3), (1, 1)]
+
+
+def test_a_curve_answers_every_input_once_it_decodes_replication_only_those_with_a_copy():
+    gcc = gencc.GCC(4, 12)
+    assert not gcc.available([]).any() and gcc.available([7]).all()
+    rep = gencc.Replication(2, 4)
+    held = [rep.assignment[w] for w in range(4)]
+    w0 = held.index(0)
+    mask = rep.available([w0])
+    assert mask[0] and not mask[1]
+
+
+def test_past_the_deadline_replication_waits_for_the_copy_that_answers_its_last_input():
+    """Decoding at the deadline from copies of input 0 alone would fail input 1 while its copies ran."""
+    rep = gencc.Replication(2, 4)
+    be = FakeBackend(4)
+    ex = CodedExecutor("unused", rep, be, deadline=0.5, timeout=60, on_insufficient="wait")
+    try:
+        ex._stop.set()
+        ex._thread.join()
+        fut = ex.submit(np.arange(2.0).reshape(2, 1))
+        b = ex._batches[0]
+        zero = [w for w in range(4) if rep.assignment[w] == 0]
+        one = [w for w in range(4) if rep.assignment[w] == 1]
+        with ex._lock:
+            for w in zero:
+                ex._handle(TaskResult(w, 0, w, np.zeros(1), 0.0), b.t0 + 0.01)
+            assert ex._step(b, b.t0 + 0.6) is None  # past the deadline, input 1 still coming: wait
+            ex._handle(TaskResult(one[0], 0, one[0], np.ones(1), 0.0), b.t0 + 0.7)
+            done = ex._step(b, b.t0 + 0.71)
+        _settle([done])
+        res = fut.result(timeout=0)
+        assert res.missing == () and res.outputs[:, 0].tolist() == [0.0, 1.0]
+    finally:
+        ex.shutdown(wait=False)

@@ -132,9 +132,14 @@ def test_errors_of_one_kind_count_together_whatever_their_batch():
     assert a.startswith("BatchFailedError: batch #") and "#" in a and "18" not in a
 
 
-def test_parm_serves_any_k_of_its_k_plus_1_workers_rather_than_failing_inputs_at_the_deadline():
+def test_parm_has_no_special_floor_the_gather_waits_for_the_task_that_answers_its_inputs():
     from gencc.workloads import WorkloadFactory
 
     with make_executor("parm", WorkloadFactory("lenet5"), 4, 5, micro_batch=2, base=0.002, window=0.004,
                        faults=None, backend="threads") as ex:
-        assert ex.n_min == 4
+        assert ex.n_min is None
+        scheme = ex.scheme
+        # K - 1 systematic returns with the last systematic task and the parity still out: not a cover
+        assert not ex._covers([0, 1, 2], {3: 3, 4: 4})
+        assert ex._covers([0, 1, 2, 4], {3: 3})  # the parity fills the one gap
+        assert scheme.available([0, 1, 2, 4]).all()

@@ -263,9 +263,6 @@ def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backe
     # systematic task as soon as its input's rows are in, not when the batch closes. Past the deadline
     # with fewer than the floor: wait for it (decode as soon as it is reached)
     n_min = max(scheme.min_returns, K - 1) if name.endswith("-any") else None
-    if name == "parm":  # decode once every input is answerable, any K of the K + 1 (ParM's own rule): a
-        # decode at the deadline from fewer fails the inputs it cannot answer (2-14% of requests did)
-        n_min = K
     return CodedExecutor(model, scheme, backend, deadline=deadline, on_insufficient="wait", n_min=n_min,
                          direct_dispatch="-direct" in name, **opts)
 

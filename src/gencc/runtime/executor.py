@@ -943,6 +943,13 @@ class CodedExecutor(StreamingExecutor):
             return len(slots) >= self.n_min
         return self.scheme.can_decode(slots)
 
+    def _covers(self, slots, outstanding) -> bool:
+        """Whether a decode from ``slots`` answers every input the outstanding tasks could answer."""
+        if not slots or not outstanding:
+            return True
+        now, later = self.scheme.available(slots), self.scheme.available(sorted(set(slots) | set(outstanding)))
+        return bool(np.all(now | ~later))
+
     def _step(self, b, now):
         """Measure the batch, ask the policy, act; returns (future, value) to settle, if any."""
         if b.t0 is None:  # open (direct dispatch): its clock starts when it closes
@@ -958,6 +965,7 @@ class CodedExecutor(StreamingExecutor):
             reachable=self._decodable(slots + list(b.outstanding)),
             outstanding=len(b.outstanding),
             can_redispatch=any(self._helpers(b, s) for s in missing),
+            covers=self._covers(slots, b.outstanding),
             # direct dispatch: the deadline counts from the latest send among the tasks still out
             waited=(now - max(b.sent_at.get(s, b.t0) for s in b.outstanding)
                     if b.sent_at and b.outstanding else None),

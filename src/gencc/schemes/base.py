@@ -303,6 +303,26 @@ class CodingScheme:
         returned = set(int(n) for n in returned)
         return len(returned) >= self.n_workers or self._all_systematic(returned)
 
+    def available(self, returned) -> np.ndarray:
+        """Boolean mask (K,): which inputs a decode from the workers ``returned`` answers.
+
+        Every input for a code whose decode is a curve through the returned
+        points (GCC, LeTCC, BACC, LCC): it answers all K once it decodes at
+        all (``min_returns``), none before. Replication and ParM override it:
+        an input none of whose workers returned gets no answer.
+
+        Parameters
+        ----------
+        returned : sequence of int
+            Worker indices.
+
+        Returns
+        -------
+        ndarray of bool, shape (K,)
+        """
+        n = len(set(int(w) for w in returned))
+        return np.full(self.n_inputs, n >= self.min_returns)
+
     def _all_systematic(self, returned: set) -> bool:
         return self.systematic and all(k in returned for k in range(self.n_inputs))
 
