@@ -6,8 +6,10 @@ import dataclasses
 import itertools
 import logging
 import multiprocessing as mp
+import os
 import pickle
-import queue
+import selectors
+import struct
 import sys
 import threading
 import time
@@ -22,18 +24,45 @@ __all__ = ["LocalBackend"]
 
 log = logging.getLogger("gencc.runtime")
 
-_STOP = object()
+_EXIT_WAIT_S = 5.0  # after a worker's pipe closes, how long to wait for its exit code
+
+
+def frame(msg) -> bytes:
+    """``msg`` pickled and framed as :meth:`multiprocessing.connection.Connection.send` frames it
+    (a signed 4-byte big-endian length, or -1 and an 8-byte one), so the worker reads it with ``recv``."""
+    data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+    n = len(data)
+    head = struct.pack("!i", n) if n <= 0x7FFFFFFF else struct.pack("!i", -1) + struct.pack("!Q", n)
+    return head + data
+
+
+def unframe(buf: bytearray) -> list:
+    """The whole messages at the front of ``buf``, unpickled, removed from it; a partial one stays."""
+    out, pos = [], 0
+    while len(buf) - pos >= 4:
+        (n,), head = struct.unpack_from("!i", buf, pos), 4
+        if n == -1:
+            if len(buf) - pos < 12:
+                break
+            (n,), head = struct.unpack_from("!Q", buf, pos + 4), 12
+        if len(buf) - pos - head < n:
+            break
+        out.append(pickle.loads(memoryview(buf)[pos + head:pos + head + n]))
+        pos += head + n
+    del buf[:pos]
+    return out
 
 
 class _Incarnation:
-    """One worker process and its two pipes, each served by its own thread.
+    """One worker process and the master's ends of its two pipes, both non-blocking.
 
-    The sender thread does the blocking writes, so a worker that stops
-    reading (hung, SIGSTOP) blocks only that thread; the receiver thread does
-    the blocking reads and reports the process's death when its pipe closes.
+    No thread of its own: :meth:`send` writes what the task pipe takes at once
+    and keeps the rest for the backend's poll to write when the pipe drains,
+    so a worker that stops reading (hung, SIGSTOP) never blocks the caller;
+    the poll reads the events pipe and sees the process's death when it closes.
     """
 
-    def __init__(self, ctx, factory, worker, threads, generation, events):
+    def __init__(self, ctx, factory, worker, threads, generation, wake):
         tasks_r, tasks_w = ctx.Pipe(duplex=False)
         events_r, events_w = ctx.Pipe(duplex=False)
         self.worker, self.generation = worker, generation
@@ -44,19 +73,75 @@ class _Incarnation:
         events_w.close()
         self.pid = self.proc.pid
         self._tasks_w, self._events_r = tasks_w, events_r
-        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.broken = False
-        self._events = events
+        self.write_fd, self.read_fd = tasks_w.fileno(), events_r.fileno()
+        os.set_blocking(self.write_fd, False)
+        os.set_blocking(self.read_fd, False)
+        self._out = bytearray()  # framed messages the pipe did not take yet
+        self._in = bytearray()  # bytes read, not yet a whole message
+        self._lock = threading.Lock()  # the task pipe's writes and ``_out``
+        self._wake = wake
+        self.broken = False  # no more sends: the worker is gone, killed or told to stop
+        self.closed_at: float | None = None  # when its events pipe closed (the process is ending)
         self.arena: Arena | None = None  # created at this worker's first large task
         self._arena_lock = threading.Lock()
-        threading.Thread(target=self._send_loop, name=f"gencc-send-{worker}", daemon=True).start()
-        threading.Thread(target=self._receive_loop, name=f"gencc-recv-{worker}", daemon=True).start()
 
     def send(self, msg) -> bool:
-        if self.broken:
-            return False
-        self._outbox.put(msg)
+        """Write ``msg`` now, as far as the pipe takes it; False if the worker is gone."""
+        data = frame(msg)
+        with self._lock:
+            if self.broken:
+                return False
+            if not self._out:
+                try:
+                    data = data[os.write(self.write_fd, data):]
+                except BlockingIOError:
+                    pass
+                except OSError:  # EPIPE: the worker closed its end (it is gone)
+                    self.broken = True
+                    return False
+                if not data:
+                    return True
+                self._out += data
+                self._wake()  # the poll now watches this pipe for room
+            else:
+                self._out += data
         return True
+
+    def wants_write(self) -> bool:
+        return bool(self._out) and not self.broken
+
+    def flush(self):
+        """Write what the pipe takes of the pending bytes (the poll, when the pipe has room)."""
+        with self._lock:
+            try:
+                del self._out[:os.write(self.write_fd, self._out)]
+            except BlockingIOError:
+                pass
+            except OSError:
+                self.broken = True
+                self._out.clear()
+
+    def read(self) -> tuple[list, bool]:
+        """Messages readable now, and whether the events pipe closed (the process ended)."""
+        closed = False
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 1 << 20)
+            except BlockingIOError:
+                break
+            except OSError:
+                closed = True
+                break
+            if not chunk:
+                closed = True
+                break
+            self._in += chunk
+        try:
+            msgs = unframe(self._in)
+        except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, struct.error) as exc:
+            log.warning("worker %d sent an unreadable message (%s): treating it as dead", self.worker, exc)
+            msgs, closed = [], True
+        return msgs, closed
 
     def share(self, task: Task, min_bytes: int) -> Task:
         """``task`` with its coded inputs moved into this worker's arena, if they
@@ -67,7 +152,7 @@ class _Incarnation:
         with self._arena_lock:
             if self.arena is None:
                 self.arena = Arena(arena_size(x.nbytes))
-                self._outbox.put(("arena", self.arena.name))
+                self.send(("arena", self.arena.name))
         where = self.arena.put((task.batch, task.slot), x)
         return task if where is None else dataclasses.replace(task, x=where)
 
@@ -83,42 +168,16 @@ class _Incarnation:
         if arena is not None:
             arena.close()
 
-    def _send_loop(self):
-        try:
-            while (msg := self._outbox.get()) is not _STOP:
-                self._tasks_w.send(msg)
-        except (OSError, ValueError, pickle.PicklingError):  # the worker is gone
+    def close_tasks(self):
+        """No more sends; the worker reads the end of its task pipe once it has read what is in it."""
+        with self._lock:
             self.broken = True
-        finally:
-            self.broken = True
+            self._out.clear()  # a partly written message ends the worker's reads, as the end does
             self._tasks_w.close()
 
-    def _receive_loop(self):
-        try:
-            while True:
-                msg = self._events_r.recv()
-                self._events.put((self.worker, self.generation, msg))
-        except (EOFError, OSError, pickle.UnpicklingError):
-            pass
-        finally:
-            self.broken = True
-            self._outbox.put(_STOP)
-            self.proc.join(timeout=5)
-            code = self.proc.exitcode
-            self.close_arena()
-            self._events.put((self.worker, self.generation, ("exited", code)))
-            self._events_r.close()
+    def close_events(self):
+        self._events_r.close()
 
-    def kill(self):
-        """SIGKILL (works on a stopped process too); the threads wind down on their own."""
-        self.broken = True
-        if self.proc.is_alive():
-            self.proc.kill()
-        self._outbox.put(_STOP)
-
-    def stop(self):
-        self.send(("stop",))
-        self._outbox.put(_STOP)
 
 
 class LocalBackend:
@@ -157,9 +216,13 @@ class LocalBackend:
     Notes
     -----
     Implements :class:`~gencc.runtime.backend.Backend`. Nothing here blocks
-    the caller on a worker: tasks go through a per-worker outbox drained by a
-    sender thread, and events come back through one queue fed by a receiver
-    thread per worker.
+    the caller on a worker, and no thread stands between the caller and the
+    pipes: :meth:`submit` writes a task into its worker's pipe at once (the
+    pipe's non-blocking end; what does not fit waits in a buffer), and
+    :meth:`poll` waits on every worker's events pipe with one
+    :mod:`selectors` call, reads whole messages and writes the buffers the
+    pipes have room for. The first version had a sender and a receiver thread
+    per worker, 2N threads whose hand-offs cost the master CPU on every task.
     """
 
     name = "local"
@@ -190,19 +253,48 @@ class LocalBackend:
         self.start_timeout = start_timeout
         self.shared_min_bytes = shared_min_bytes
         self.shared_tasks = self.piped_tasks = 0
-        self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._workers: list[_Incarnation | None] = [None] * n_workers
-        self._old: list[_Incarnation] = []
+        self._live: dict[int, _Incarnation] = {}  # events pipe fd -> incarnation, until its process ended
+        self._live_lock = threading.Lock()
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        # the selector's owner: one poll at a time, and a pipe is unregistered before it is closed
+        # (a closed fd's number is reused by the next pipe)
+        self._poll_lock = threading.RLock()
         self._generations = itertools.count()
         self._restarts = [0] * n_workers
         self.pids = [None] * n_workers
         self.pid_history: list[int] = []  # every worker process started, for leak checks
 
+    def _wake(self):
+        try:
+            os.write(self._wake_w, b"\0")
+        except (BlockingIOError, OSError):  # full: a wake-up is already pending; -1: shut down
+            pass
+
+    def _forget(self, fd, inc):
+        """Unregister ``inc``'s pipe ``fd`` (not another pipe that reuses the number)."""
+        key = None if self._selector is None else self._selector.get_map().get(fd)
+        if key is not None and key.data is inc:
+            self._selector.unregister(fd)
+
+    def _close_tasks(self, inc):
+        """Close ``inc``'s task pipe (no more sends), unregistered first."""
+        with self._poll_lock:
+            self._forget(inc.write_fd, inc)
+            inc.close_tasks()
+
     def _spawn(self, w):
-        self._workers[w] = _Incarnation(self._ctx, self._factories[w], w, self.threads, next(self._generations),
-                                        self._events)
-        self.pids[w] = self._workers[w].pid
-        self.pid_history.append(self.pids[w])
+        inc = _Incarnation(self._ctx, self._factories[w], w, self.threads, next(self._generations), self._wake)
+        with self._live_lock:
+            self._live[inc.read_fd] = inc
+            self._workers[w] = inc
+        self.pids[w] = inc.pid
+        self.pid_history.append(inc.pid)
+        self._wake()
 
     def start(self):
         """Start all workers and wait until each has built its model."""
@@ -216,15 +308,12 @@ class LocalBackend:
                 if left <= 0:
                     raise TimeoutError(f"workers {sorted(pending)} did not build the model within "
                                        f"{self.start_timeout} s")
-                try:
-                    w, _, msg = self._events.get(timeout=left)
-                except queue.Empty:
-                    continue
-                if msg[0] == "init_error":
-                    raise ValueError(f"model cannot be built on worker {w}:\n{msg[1]}")
-                if msg[0] == "exited":
-                    raise ValueError(f"worker {w} died while building the model (exit code {msg[1]})")
-                pending.discard(w)
+                for w, _, msg in self._io(min(left, 0.1)):
+                    if msg[0] == "init_error":
+                        raise ValueError(f"model cannot be built on worker {w}:\n{msg[1]}")
+                    if msg[0] == "exited":
+                        raise ValueError(f"worker {w} died while building the model (exit code {msg[1]})")
+                    pending.discard(w)
         except BaseException:  # a failure or an interruption leaves nothing running
             self.shutdown()
             raise
@@ -253,16 +342,77 @@ class LocalBackend:
 
     def poll(self, timeout: float) -> list:
         """Events from the current workers, waiting up to ``timeout`` for the first."""
-        events = []
-        try:
-            item = self._events.get(timeout=timeout)
-            while True:
-                events.extend(self._translate(*item))
-                item = self._events.get_nowait()
-        except queue.Empty:
-            pass
-        self._old = [inc for inc in self._old if inc.proc.is_alive()]
-        return events
+        deadline = time.monotonic() + timeout
+        while True:
+            events = [ev for item in self._io(max(0.0, deadline - time.monotonic())) for ev in self._translate(*item)]
+            if events or time.monotonic() >= deadline:
+                return events
+
+    def _io(self, timeout: float) -> list:
+        """One wait on every pipe: ``(worker, generation, message)`` read, pending bytes written, and
+        an ``("exited", code)`` for each process whose events pipe closed."""
+        with self._poll_lock:
+            if self._selector is None:  # shut down
+                time.sleep(min(timeout, 0.05))
+                return []
+            with self._live_lock:
+                live = list(self._live.values())
+            self._watch(live)
+            dying = [inc for inc in live if inc.closed_at is not None]
+            if dying:  # exit codes come soon after the pipe closes: look again shortly
+                timeout = min(timeout, 0.01)
+            out = []
+            for key, mask in self._selector.select(timeout):
+                if key.fd == self._wake_r:
+                    try:
+                        while os.read(self._wake_r, 4096):
+                            pass
+                    except BlockingIOError:
+                        pass
+                    continue
+                inc = key.data
+                if mask & selectors.EVENT_WRITE:
+                    inc.flush()
+                if mask & selectors.EVENT_READ and inc.closed_at is None:
+                    msgs, closed = inc.read()
+                    out.extend((inc.worker, inc.generation, m) for m in msgs)
+                    if closed:
+                        inc.closed_at = time.monotonic()
+                        self._forget(inc.read_fd, inc)
+                        self._close_tasks(inc)
+            for inc in live:
+                if inc.closed_at is not None and self._ended(inc):
+                    out.append((inc.worker, inc.generation, ("exited", inc.proc.exitcode)))
+            return out
+
+    def _watch(self, live):
+        """Point the selector at every open events pipe and every task pipe with bytes waiting."""
+        want = {}
+        for inc in live:
+            if inc.closed_at is None:
+                want[inc.read_fd] = (selectors.EVENT_READ, inc)
+            if inc.wants_write():
+                want[inc.write_fd] = (selectors.EVENT_WRITE, inc)
+        have = self._selector.get_map()
+        for fd in [fd for fd in have if fd != self._wake_r and fd not in want]:
+            self._selector.unregister(fd)
+        for fd, (mask, inc) in want.items():
+            key = have.get(fd)
+            if key is None:
+                self._selector.register(fd, mask, inc)
+            elif key.events != mask or key.data is not inc:
+                self._selector.modify(fd, mask, inc)
+
+    def _ended(self, inc) -> bool:
+        """Whether the process whose pipe closed has an exit code (or waited long enough for one);
+        then it is forgotten, its pipes closed and its arena unlinked."""
+        if inc.proc.exitcode is None and time.monotonic() - inc.closed_at < _EXIT_WAIT_S:
+            return False
+        with self._live_lock:
+            self._live.pop(inc.read_fd, None)
+        inc.close_events()
+        inc.close_arena()
+        return True
 
     def _translate(self, w, generation, msg):
         inc = self._workers[w]
@@ -283,9 +433,10 @@ class LocalBackend:
     def restart(self, w):
         """Kill worker w (if alive) and start a fresh one in its place; does not wait."""
         old = self._workers[w]
-        if old is not None:
-            old.kill()
-            self._old.append(old)
+        if old is not None:  # SIGKILL works on a stopped process too; the poll sees its pipe close
+            if old.proc.is_alive():
+                old.proc.kill()
+            self._close_tasks(old)
         self._restarts[w] += 1
         self._spawn(w)
 
@@ -298,15 +449,25 @@ class LocalBackend:
 
     def shutdown(self, timeout: float = 5.0):
         """Stop every worker; kill those that do not stop within ``timeout``."""
-        incs = [inc for inc in self._workers if inc is not None] + self._old
-        for inc in incs:
-            inc.stop()
+        with self._poll_lock:
+            if self._selector is not None:
+                self._selector.close()
+                self._selector = None
+                wake, self._wake_w = (self._wake_r, self._wake_w), -1
+                for fd in wake:
+                    os.close(fd)
+        with self._live_lock:
+            incs = list(self._live.values())
+            self._live = {}
+            self._workers = [None] * self.n_workers
+        for inc in incs:  # ask each to stop after what it holds, then end its task pipe
+            inc.send(("stop",))
+            inc.close_tasks()
         deadline = time.monotonic() + timeout
         for inc in incs:
             inc.proc.join(timeout=max(0.0, deadline - time.monotonic()))
             if inc.proc.is_alive():
                 inc.proc.kill()
                 inc.proc.join(timeout=2)
+            inc.close_events()
             inc.close_arena()
-        self._workers = [None] * self.n_workers
-        self._old = []
