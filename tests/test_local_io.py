@@ -76,3 +76,21 @@ def test_tasks_larger_than_the_pipe_wait_in_a_buffer_for_a_stopped_worker_and_ar
     finally:
         be.shutdown()
     assert not any(be.alive())
+
+
+@pytest.mark.timeout(120)
+def test_a_task_that_does_not_pickle_is_refused_and_the_worker_serves_the_next():
+    be = LocalBackend("_models:xsinx", 1, preload=("gencc.runtime.worker", "_models"))
+    be.start()
+    try:
+        bad = Task(0, 0, np.ones((1, 3)), TaskFault(kind="attack", params={"f": lambda y: y}), True)
+        assert be.submit(0, bad) is False  # the executor erases it ("send failed"); nothing half-written
+        assert be.submit(0, Task(1, 0, np.ones((1, 3)), TaskFault(), True))
+        deadline, got = time.monotonic() + 30, []
+        while not got and time.monotonic() < deadline:
+            got = [ev for ev in be.poll(0.1) if isinstance(ev, TaskResult)]
+        assert [ev.batch for ev in got] == [1]
+        np.testing.assert_allclose(got[0].output, np.sin(1.0))
+    finally:
+        be.shutdown()
+    assert not any(be.alive())

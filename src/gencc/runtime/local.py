@@ -85,9 +85,9 @@ class _Incarnation:
         self.pid = self.proc.pid
         self._tasks_w, self._events_r = tasks_w, events_r
         self.write_fd, self.read_fd = tasks_w.fileno(), events_r.fileno()
-        for fd in (self.write_fd, self.read_fd):
-            os.set_blocking(fd, False)
-            _widen(fd)
+        os.set_blocking(self.write_fd, False)
+        os.set_blocking(self.read_fd, False)
+        _widen(self.write_fd)  # the task pipe only: widened pipes count against the user's pipe pages
         self._out = bytearray()  # framed messages the pipe did not take yet
         self._in = bytearray()  # bytes read, not yet a whole message
         self._lock = threading.Lock()  # the task pipe's writes and ``_out``
@@ -98,8 +98,13 @@ class _Incarnation:
         self._arena_lock = threading.Lock()
 
     def send(self, msg) -> bool:
-        """Write ``msg`` now, as far as the pipe takes it; False if the worker is gone."""
-        data = frame(msg)
+        """Write ``msg`` now, as far as the pipe takes it; False if the worker is gone or ``msg``
+        cannot be pickled (the executor erases the task, "send failed")."""
+        try:
+            data = frame(msg)
+        except Exception as exc:  # e.g. a fault's parameters that do not pickle
+            log.warning("worker %d: message cannot be pickled (%s): not sent", self.worker, exc)
+            return False
         with self._lock:
             if self.broken:
                 return False
@@ -125,6 +130,8 @@ class _Incarnation:
     def flush(self):
         """Write what the pipe takes of the pending bytes (the poll, when the pipe has room)."""
         with self._lock:
+            if self.broken:  # closed (its fd number may belong to another file by now)
+                return
             try:
                 del self._out[:os.write(self.write_fd, self._out)]
             except BlockingIOError:
@@ -150,8 +157,9 @@ class _Incarnation:
             self._in += chunk
         try:
             msgs = unframe(self._in)
-        except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, struct.error) as exc:
+        except Exception as exc:  # a corrupt stream: this worker is lost, not every worker's events
             log.warning("worker %d sent an unreadable message (%s): treating it as dead", self.worker, exc)
+            self._in.clear()
             msgs, closed = [], True
         return msgs, closed
 
@@ -162,6 +170,8 @@ class _Incarnation:
         if not isinstance(x, np.ndarray) or x.nbytes < min_bytes or self.broken:
             return task
         with self._arena_lock:
+            if self.broken:  # closing: its arena may be unlinked already
+                return task
             if self.arena is None:
                 self.arena = Arena(arena_size(x.nbytes))
                 self.send(("arena", self.arena.name))
@@ -477,6 +487,14 @@ class LocalBackend:
             inc.send(("stop",))
             inc.close_tasks()
         deadline = time.monotonic() + timeout
+        running = list(incs)
+        while running and time.monotonic() < deadline:
+            for inc in running:  # read and drop what they still send: a worker blocked writing a
+                if inc.closed_at is None and inc.read()[1]:  # large result would never see the end
+                    inc.closed_at = time.monotonic()
+            running = [inc for inc in running if inc.proc.is_alive()]
+            if running:
+                time.sleep(0.01)
         for inc in incs:
             inc.proc.join(timeout=max(0.0, deadline - time.monotonic()))
             if inc.proc.is_alive():
