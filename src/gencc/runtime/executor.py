@@ -958,14 +958,15 @@ class CodedExecutor(StreamingExecutor):
         slots = sorted(usable)
         redispatching = self.on_insufficient == "redispatch"
         missing = b.missing_slots(self.scheme.n_workers) if redispatching else []
+        decodable = self._decodable(slots)
         state = GatherState(
             elapsed=now - b.t0,
             enough=len(slots) >= self.n_wait or self.scheme.is_complete(slots),
-            decodable=self._decodable(slots),
+            decodable=decodable,
             reachable=self._decodable(slots + list(b.outstanding)),
             outstanding=len(b.outstanding),
             can_redispatch=any(self._helpers(b, s) for s in missing),
-            covers=self._covers(slots, b.outstanding),
+            covers=not decodable or self._covers(slots, b.outstanding),  # only read of a decodable set
             # direct dispatch: the deadline counts from the latest send among the tasks still out
             waited=(now - max(b.sent_at.get(s, b.t0) for s in b.outstanding)
                     if b.sent_at and b.outstanding else None),

@@ -381,8 +381,7 @@ class LocalBackend:
             with self._live_lock:
                 live = list(self._live.values())
             self._watch(live)
-            dying = [inc for inc in live if inc.closed_at is not None]
-            if dying:  # exit codes come soon after the pipe closes: look again shortly
+            if any(inc.closed_at is not None for inc in live):  # exit codes come soon after: look again shortly
                 timeout = min(timeout, 0.01)
             out = []
             for key, mask in self._selector.select(timeout):
