@@ -26,6 +26,16 @@ all N, no stragglers. For each backend and B, in the same run:
   together, and ``cpu/f``: the same comparison counted in core time, which
   does not depend on how the work spreads over the cores.
 
+A floor (``--floor``) measures, in the same run and without gencc, what the
+process layout alone costs: the same N tasks of B coded inputs a batch,
+pickled through a ``multiprocessing`` pipe to P bare worker processes that
+run lenet5 and send the outputs back, ``max_in_flight`` batches in flight, no
+encode, no decode, no fault handling: ``per-worker`` (P = N, one process per
+worker, the layout of the local backend), ``co-hosted`` (P = cores, each
+process running its N/P tasks one call each) and ``co-hosted fused`` (P =
+cores, each process's tasks of a batch in one call). Its ``own/f`` is the
+least any runtime with that layout can reach on this machine.
+
 A second table (``--transport``) times the local backend's two ways of moving
 coded inputs, shared memory and the pipe, interleaved in the same run, on
 tasks of 32 KB (lenet5's at B = 64), 400 KB and 4 MB with a trivial f.
@@ -71,15 +81,18 @@ def _proc_cpu(pid) -> float:
         return 0.0
 
 
+def _self_cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 def _cpu(ex) -> float:
     """CPU seconds of this process and of the executor's worker processes."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    total = own.ru_utime + own.ru_stime
     pids = {p for p in getattr(ex.backend, "pids", []) or [] if p and p != os.getpid()}
-    return total + sum(_proc_cpu(p) for p in pids)
+    return _self_cpu() + sum(_proc_cpu(p) for p in pids)
 
 
-def f_reference(f, X, B, reps=15) -> tuple[float, float]:
+def f_reference(f, X, B, reps=41) -> tuple[float, float]:
     """Median seconds of f on N*B coded inputs in one call, and in N calls of B (one compute thread)."""
     coded = np.resize(GCC(K, N).encode(X[:K]), (N * B, *X.shape[1:]))
     f(coded)
@@ -113,10 +126,10 @@ def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options)
         per = (time.perf_counter() - t) / 2
         n_batches = int(np.clip(seconds / max(per, 1e-4), 8, 400))
         ex.timings.clear()
-        cpu0, t0 = _cpu(ex), time.perf_counter()
+        cpu0, master0, t0 = _cpu(ex), _self_cpu(), time.perf_counter()
         n = sum(1 for _ in ex.map(inputs[: size * n_batches]))
         wall = time.perf_counter() - t0
-        cpu = _cpu(ex) - cpu0
+        cpu, master = _cpu(ex) - cpu0, _self_cpu() - master0
         tm = dict(ex.timings)
     finally:
         ex.shutdown()
@@ -129,8 +142,114 @@ def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options)
         "encode_ms": 1e3 * enc, "decode_ms": 1e3 * dec, "f_workers_ms": 1e3 * tm["compute"] / n_batches,
         "transport_ms": 1e3 * (wall_b - enc - dec - f_s),
         "f_split_ms": 1e3 * split_s, "own_excl_split/f": (wall_b - split_s) / f_s,
-        "cpu_ms": 1e3 * cpu / n_batches, "cpu/f": cpu / n_batches / f_s,
+        "cpu_ms": 1e3 * cpu / n_batches, "master_cpu_ms": 1e3 * master / n_batches, "cpu/f": cpu / n_batches / f_s,
     }
+
+
+def _bare_worker(conn):
+    """A worker with nothing but a pipe and f: (tag, [x, ...], fused) -> (tag, [f(x), ...])."""
+    import torch
+
+    torch.set_num_threads(1)
+    f = WorkloadFactory("lenet5")()
+    conn.send("ready")
+    while (msg := conn.recv()) is not None:
+        tag, xs, fused = msg
+        if fused:
+            y = np.asarray(f(np.concatenate(xs)), dtype=np.float64)
+            outs = np.split(y, np.cumsum([len(x) for x in xs])[:-1])
+        else:
+            outs = [np.asarray(f(x), dtype=np.float64) for x in xs]
+        conn.send((tag, outs))
+
+
+LAYOUTS = ("per-worker", "co-hosted", "co-hosted fused")
+
+
+def floor_rows(X, B, f_s, split_s, *, seconds, max_in_flight, layouts=LAYOUTS):
+    """The process layout's own cost without gencc: N tasks of B a batch on P bare processes.
+
+    Each task is its own message under ``per-worker`` and ``co-hosted``
+    (a process runs its tasks one f call each); ``co-hosted fused`` sends a
+    process its tasks of a batch as one message and runs them in one call.
+    Returns one row per layout, with the columns of :func:`run` that apply.
+    """
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    coded = np.resize(GCC(K, N).encode(X[:K]), (N * B, *X.shape[1:])).astype(np.float64)
+    tasks = [coded[n * B:(n + 1) * B] for n in range(N)]
+    cores = max(1, min(os.cpu_count() or 1, N))
+    rows = []
+    for layout in layouts:
+        P, fused = (N, False) if layout == "per-worker" else (cores, layout.endswith("fused"))
+        ctx = mp.get_context("spawn")
+        pipes, procs = [], []
+        for _ in range(P):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_bare_worker, args=(there,), daemon=True)
+            proc.start()
+            pipes.append(here)
+            procs.append(proc)
+        try:
+            for c in pipes:
+                if not c.poll(120) or c.recv() != "ready":
+                    raise RuntimeError("a bare worker did not start")
+            owned = [[n for n in range(N) if n % P == p] for p in range(P)]
+            replies_per_batch = P if fused else N
+
+            def send(tag):
+                for p, c in enumerate(pipes):
+                    if fused:
+                        c.send((tag, [tasks[n] for n in owned[p]], True))
+                    else:
+                        for n in owned[p]:
+                            c.send((tag, [tasks[n]], False))
+
+            def drive(n_batches):
+                pending, sent, done = {}, 0, 0
+                deadline = time.monotonic() + 600
+                while done < n_batches and time.monotonic() < deadline:
+                    while sent < n_batches and len(pending) < max_in_flight:
+                        pending[sent] = 0
+                        send(sent)
+                        sent += 1
+                    for c in wait(pipes, timeout=10):
+                        tag, _ = c.recv()
+                        pending[tag] += 1
+                        if pending[tag] == replies_per_batch:
+                            del pending[tag]
+                            done += 1
+                if done < n_batches:
+                    raise RuntimeError(f"bare floor ({layout}): {done} of {n_batches} batches in 600 s")
+
+            drive(3)
+            t = time.perf_counter()
+            drive(4)
+            n_batches = int(np.clip(seconds / max((time.perf_counter() - t) / 4, 1e-4), 8, 2000))
+            pids = [pr.pid for pr in procs]
+            master0, workers0, t0 = _self_cpu(), sum(_proc_cpu(p) for p in pids), time.perf_counter()
+            drive(n_batches)
+            wall = (time.perf_counter() - t0) / n_batches
+            master = (_self_cpu() - master0) / n_batches
+            cpu = master + (sum(_proc_cpu(p) for p in pids) - workers0) / n_batches
+        finally:
+            for c in pipes:
+                try:
+                    c.send(None)
+                except OSError:
+                    pass
+            for proc in procs:
+                proc.join(5)
+                if proc.is_alive():
+                    proc.kill()
+        rows.append({"backend": f"bare {layout}", "scheme": f"P = {P}", "B": B, "batches": n_batches,
+                     "inputs_per_s": round(B * K / wall), "f_ms": 1e3 * f_s, "wall_ms": 1e3 * wall,
+                     "own_ms": 1e3 * (wall - f_s), "own/f": (wall - f_s) / f_s,
+                     "f_split_ms": 1e3 * split_s, "own_excl_split/f": (wall - split_s) / f_s,
+                     "cpu_ms": 1e3 * cpu, "master_cpu_ms": 1e3 * master, "cpu/f": cpu / f_s})
+        print(f"  floor {layout} B={B}: own/f {(wall - f_s) / f_s:.2f}", file=sys.stderr)
+    return rows
 
 
 def transport_rows(sizes_kb, *, batches=30):
@@ -179,6 +298,8 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per (backend, B)")
     ap.add_argument("--max-in-flight", type=int, default=4)
     ap.add_argument("--out", default=None, help="folder for overhead.json")
+    ap.add_argument("--floor", default="64",
+                    help="micro-batch sizes for the bare process-layout floor, without gencc ('' to skip)")
     ap.add_argument("--transport", default="32,400,4000",
                     help="task sizes in KB for the shared-memory against pipe comparison ('' to skip)")
     args = ap.parse_args(argv)
@@ -189,7 +310,8 @@ def main(argv=None):
     f = WorkloadFactory("lenet5")()
     X = wl.X
     sizes = [int(b) for b in args.B.split(",")]
-    refs = {B: f_reference(f, X, B) for B in sizes}
+    floor_sizes = [int(b) for b in args.floor.split(",") if b]
+    refs = {B: f_reference(f, X, B) for B in sorted(set(sizes) | set(floor_sizes))}
     rows = []
     for backend in [b for b in args.backends.split(",") if b]:
         options = {"threads": 1}
@@ -205,8 +327,10 @@ def main(argv=None):
                 rows.append(run(backend, scheme, B, X, *refs[B], seconds=args.seconds,
                                 max_in_flight=args.max_in_flight, options=options))
                 print(f"  {backend} {scheme} B={B}: {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    for B in floor_sizes:
+        rows.extend(floor_rows(X, B, *refs[B], seconds=args.seconds, max_in_flight=args.max_in_flight))
     cols = ["backend", "scheme", "B", "batches", "inputs_per_s", "f_ms", "wall_ms", "own_ms", "own/f", "encode_ms",
-            "transport_ms", "decode_ms", "f_workers_ms", "f_split_ms", "own_excl_split/f", "cpu_ms", "cpu/f"]
+            "transport_ms", "decode_ms", "f_workers_ms", "f_split_ms", "own_excl_split/f", "cpu_ms", "master_cpu_ms", "cpu/f"]
     print(format_table(rows, cols, title=f"runtime overhead: lenet5, K = {K}, N = {N}, no stragglers, "
                                          f"{os.cpu_count()} cores"))
     transport = transport_rows([float(v) for v in args.transport.split(",")]) if args.transport else []

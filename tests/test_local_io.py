@@ -8,11 +8,19 @@ import time
 import numpy as np
 import pytest
 
-from gencc.runtime.events import Task, TaskResult
+from gencc.runtime.events import Task, TaskResult, WorkerDied
 from gencc.runtime.faults import TaskFault
 from gencc.runtime.local import LocalBackend, frame, unframe
 
 RNG = np.random.default_rng(11)
+
+
+def _exists(pid) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_a_connection_reads_our_frames_and_we_read_its_frames_in_any_pieces():
@@ -94,3 +102,32 @@ def test_a_task_that_does_not_pickle_is_refused_and_the_worker_serves_the_next()
     finally:
         be.shutdown()
     assert not any(be.alive())
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_closes_its_events_pipe_but_lives_is_killed_and_reported_dead():
+    be = LocalBackend("_models:closes_its_pipes", 2, preload=("gencc.runtime.worker", "_models"))
+    be.start()
+    try:
+        pid = be.pids[0]
+        assert be.submit(0, Task(0, 0, np.full((1, 3), 777.0), TaskFault(), True))
+        deadline, died = time.monotonic() + 60, []
+        while not died and time.monotonic() < deadline:
+            died = [ev for ev in be.poll(0.1) if isinstance(ev, WorkerDied)]
+        assert [ev.worker for ev in died] == [0] and "exit code -9" in died[0].why
+        deadline = time.monotonic() + 10  # gone (reaped by its parent), not left running unseen
+        while time.monotonic() < deadline and _exists(pid):
+            time.sleep(0.05)
+        assert not _exists(pid)
+        be.restart(0)
+        assert be.submit(0, Task(1, 0, np.ones((1, 3)), TaskFault(), True))
+        deadline, got = time.monotonic() + 60, []
+        while not got and time.monotonic() < deadline:
+            got = [ev for ev in be.poll(0.1) if isinstance(ev, TaskResult)]
+        assert [(ev.worker, ev.batch) for ev in got] == [(0, 1)]
+    finally:
+        be.shutdown()
+    assert not any(be.alive())
+    n_started = len(be.pid_history)
+    be.restart(1)  # after shutdown: starts nothing
+    assert len(be.pid_history) == n_started and not any(be.alive())

@@ -426,10 +426,15 @@ class LocalBackend:
                 self._selector.modify(fd, mask, inc)
 
     def _ended(self, inc) -> bool:
-        """Whether the process whose pipe closed has an exit code (or waited long enough for one);
-        then it is forgotten, its pipes closed and its arena unlinked."""
-        if inc.proc.exitcode is None and time.monotonic() - inc.closed_at < _EXIT_WAIT_S:
-            return False
+        """Whether the process whose pipe closed has an exit code; then it is forgotten, its pipes
+        closed and its arena unlinked. One still running ``_EXIT_WAIT_S`` after closing its events
+        pipe (its own code closed the descriptor) can report nothing more: it is killed."""
+        if inc.proc.exitcode is None:
+            if time.monotonic() - inc.closed_at < _EXIT_WAIT_S:
+                return False
+            log.warning("worker %d closed its events pipe but did not exit: killing it", inc.worker)
+            inc.proc.kill()
+            inc.proc.join(timeout=1.0)
         with self._live_lock:
             self._live.pop(inc.read_fd, None)
         inc.close_events()
@@ -453,7 +458,10 @@ class LocalBackend:
         return [WorkerDied(w, f"crashed (exit code {msg[1]})")]  # "exited"
 
     def restart(self, w):
-        """Kill worker w (if alive) and start a fresh one in its place; does not wait."""
+        """Kill worker w (if alive) and start a fresh one in its place; does not wait.
+        After :meth:`shutdown` it does nothing: no process outlives the backend."""
+        if self._selector is None:
+            return
         old = self._workers[w]
         if old is not None:  # SIGKILL works on a stopped process too; the poll sees its pipe close
             if old.proc.is_alive():
