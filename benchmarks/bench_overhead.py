@@ -33,8 +33,9 @@ run lenet5 and send the outputs back, ``max_in_flight`` batches in flight, no
 encode, no decode, no fault handling: ``per-worker`` (P = N, one process per
 worker, the layout of the local backend), ``co-hosted`` (P = cores, each
 process running its N/P tasks one call each) and ``co-hosted fused`` (P =
-cores, each process's tasks of a batch in one call). Its ``own/f`` is the
-least any runtime with that layout can reach on this machine.
+cores, each process's tasks of a batch in one call), run before and after the
+gencc rows. Its ``own/f`` is what that layout costs over ``multiprocessing``'s
+pipes with nothing else in the way: a floor for the local backend's layout.
 
 A second table (``--transport``) times the local backend's two ways of moving
 coded inputs, shared memory and the pipe, interleaved in the same run, on
@@ -166,89 +167,140 @@ def _bare_worker(conn):
 LAYOUTS = ("per-worker", "co-hosted", "co-hosted fused")
 
 
-def floor_rows(X, B, f_s, split_s, *, seconds, max_in_flight, layouts=LAYOUTS):
-    """The process layout's own cost without gencc: N tasks of B a batch on P bare processes.
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
-    Each task is its own message under ``per-worker`` and ``co-hosted``
-    (a process runs its tasks one f call each); ``co-hosted fused`` sends a
-    process its tasks of a batch as one message and runs them in one call.
-    Returns one row per layout, with the columns of :func:`run` that apply.
+
+def _floor_one(tasks, P, fused, *, seconds, max_in_flight, max_batches) -> tuple[int, float, float, float]:
+    """Serve batches of ``tasks`` on P bare processes; (batches, wall, CPU, master CPU) per batch.
+
+    Task n of batch t goes to process (n + t) % P, so when P does not divide N
+    the extra tasks rotate over the processes. A thread reads the replies, so
+    a worker never blocks on a full reply pipe while the master blocks sending
+    to it.
     """
     import multiprocessing as mp
+    import threading
     from multiprocessing.connection import wait
 
-    coded = np.resize(GCC(K, N).encode(X[:K]), (N * B, *X.shape[1:])).astype(np.float64)
-    tasks = [coded[n * B:(n + 1) * B] for n in range(N)]
-    cores = max(1, min(os.cpu_count() or 1, N))
-    rows = []
-    for layout in layouts:
-        P, fused = (N, False) if layout == "per-worker" else (cores, layout.endswith("fused"))
-        ctx = mp.get_context("spawn")
-        pipes, procs = [], []
+    ctx = mp.get_context("spawn")
+    pipes, procs = [], []
+    cond = threading.Condition()
+    state = {"done": 0, "counts": {}, "error": None}
+    replies_per_batch = P if fused else len(tasks)
+
+    def read(stop):
+        try:
+            while not stop.is_set():
+                for c in wait(pipes, timeout=0.1):
+                    tag, _ = c.recv()
+                    with cond:
+                        state["counts"][tag] = state["counts"].get(tag, 0) + 1
+                        if state["counts"][tag] == replies_per_batch:
+                            del state["counts"][tag]
+                            state["done"] += 1
+                            cond.notify_all()
+        except (EOFError, OSError) as exc:
+            with cond:
+                state["error"] = exc
+                cond.notify_all()
+
+    def send(tag):
+        owned = [[n for n in range(len(tasks)) if (n + tag) % P == p] for p in range(P)]
+        for c, mine in zip(pipes, owned):
+            if fused:
+                c.send((tag, [tasks[n] for n in mine], True))
+            else:
+                for n in mine:
+                    c.send((tag, [tasks[n]], False))
+
+    def drive(first, n_batches):
+        """Batches first..first+n_batches-1, max_in_flight at a time."""
+        deadline = time.monotonic() + 600
+        for tag in range(first, first + n_batches):
+            with cond:
+                if not cond.wait_for(lambda: state["error"] or tag - state["done"] < max_in_flight,
+                                     timeout=max(0.0, deadline - time.monotonic())):
+                    raise RuntimeError("bare floor: no progress in 600 s")
+            send(tag)
+        with cond:
+            if not cond.wait_for(lambda: state["error"] or state["done"] >= first + n_batches,
+                                 timeout=max(0.0, deadline - time.monotonic())):
+                raise RuntimeError("bare floor: no progress in 600 s")
+        if state["error"] is not None:
+            raise RuntimeError(f"bare floor: a worker failed ({state['error']!r})")
+
+    stop = threading.Event()
+    reader, clean = None, False
+    try:
         for _ in range(P):
             here, there = ctx.Pipe()
             proc = ctx.Process(target=_bare_worker, args=(there,), daemon=True)
             proc.start()
+            there.close()  # a dead worker then reads as EOF here
             pipes.append(here)
             procs.append(proc)
-        try:
-            for c in pipes:
-                if not c.poll(120) or c.recv() != "ready":
-                    raise RuntimeError("a bare worker did not start")
-            owned = [[n for n in range(N) if n % P == p] for p in range(P)]
-            replies_per_batch = P if fused else N
+        for c in pipes:
+            if not c.poll(120) or c.recv() != "ready":
+                raise RuntimeError("a bare worker did not start")
+        reader = threading.Thread(target=read, args=(stop,), daemon=True)
+        reader.start()
+        drive(0, 3)
+        t = time.perf_counter()
+        drive(3, 4)
+        n_batches = int(np.clip(seconds / max((time.perf_counter() - t) / 4, 1e-4), 8, max_batches))
+        pids = [pr.pid for pr in procs]
+        master0, workers0, t0 = _self_cpu(), sum(_proc_cpu(p) for p in pids), time.perf_counter()
+        drive(7, n_batches)
+        wall = (time.perf_counter() - t0) / n_batches
+        master = (_self_cpu() - master0) / n_batches
+        cpu = master + (sum(_proc_cpu(p) for p in pids) - workers0) / n_batches
+        for c in pipes:
+            c.send(None)
+        clean = True
+    finally:
+        stop.set()
+        if reader is not None:
+            reader.join(5)
+        for proc in procs:
+            proc.join(5 if clean else 0)
+            if proc.is_alive():
+                proc.kill()
+        for c in pipes:
+            c.close()
+    return n_batches, wall, cpu, master
 
-            def send(tag):
-                for p, c in enumerate(pipes):
-                    if fused:
-                        c.send((tag, [tasks[n] for n in owned[p]], True))
-                    else:
-                        for n in owned[p]:
-                            c.send((tag, [tasks[n]], False))
 
-            def drive(n_batches):
-                pending, sent, done = {}, 0, 0
-                deadline = time.monotonic() + 600
-                while done < n_batches and time.monotonic() < deadline:
-                    while sent < n_batches and len(pending) < max_in_flight:
-                        pending[sent] = 0
-                        send(sent)
-                        sent += 1
-                    for c in wait(pipes, timeout=10):
-                        tag, _ = c.recv()
-                        pending[tag] += 1
-                        if pending[tag] == replies_per_batch:
-                            del pending[tag]
-                            done += 1
-                if done < n_batches:
-                    raise RuntimeError(f"bare floor ({layout}): {done} of {n_batches} batches in 600 s")
+def floor_rows(X, B, f_s, split_s, *, seconds, max_in_flight, layouts=LAYOUTS, label="", max_batches=400):
+    """Each process layout's own cost without gencc: N tasks of B a batch on P bare processes.
 
-            drive(3)
-            t = time.perf_counter()
-            drive(4)
-            n_batches = int(np.clip(seconds / max((time.perf_counter() - t) / 4, 1e-4), 8, 2000))
-            pids = [pr.pid for pr in procs]
-            master0, workers0, t0 = _self_cpu(), sum(_proc_cpu(p) for p in pids), time.perf_counter()
-            drive(n_batches)
-            wall = (time.perf_counter() - t0) / n_batches
-            master = (_self_cpu() - master0) / n_batches
-            cpu = master + (sum(_proc_cpu(p) for p in pids) - workers0) / n_batches
-        finally:
-            for c in pipes:
-                try:
-                    c.send(None)
-                except OSError:
-                    pass
-            for proc in procs:
-                proc.join(5)
-                if proc.is_alive():
-                    proc.kill()
-        rows.append({"backend": f"bare {layout}", "scheme": f"P = {P}", "B": B, "batches": n_batches,
+    ``per-worker``: P = N; ``co-hosted``: P = the cores this process may use
+    (skipped where that is N or more), each task its own message and f call;
+    ``co-hosted fused``: the same P, a process's tasks of a batch in one
+    message and one call. The transport is ``multiprocessing``'s (a socket
+    pair per process, blocking, pickled), so a row is the floor of that
+    layout over that transport, not of every runtime. Returns one row per
+    layout, with the columns of :func:`run` that apply.
+    """
+    coded = np.resize(GCC(K, N).encode(X[:K]), (N * B, *X.shape[1:])).astype(np.float64)
+    tasks = [coded[n * B:(n + 1) * B] for n in range(N)]
+    cores = max(1, min(_cores(), N))
+    rows = []
+    for layout in layouts:
+        P, fused = (N, False) if layout == "per-worker" else (cores, layout.endswith("fused"))
+        if layout != "per-worker" and P >= N:
+            continue
+        n_batches, wall, cpu, master = _floor_one(tasks, P, fused, seconds=seconds, max_in_flight=max_in_flight,
+                                                  max_batches=max_batches)
+        rows.append({"backend": f"bare {layout}{label}", "scheme": f"P = {P}", "B": B, "batches": n_batches,
                      "inputs_per_s": round(B * K / wall), "f_ms": 1e3 * f_s, "wall_ms": 1e3 * wall,
                      "own_ms": 1e3 * (wall - f_s), "own/f": (wall - f_s) / f_s,
                      "f_split_ms": 1e3 * split_s, "own_excl_split/f": (wall - split_s) / f_s,
                      "cpu_ms": 1e3 * cpu, "master_cpu_ms": 1e3 * master, "cpu/f": cpu / f_s})
-        print(f"  floor {layout} B={B}: own/f {(wall - f_s) / f_s:.2f}", file=sys.stderr)
+        print(f"  floor {layout}{label} B={B}: own/f {(wall - f_s) / f_s:.2f}", file=sys.stderr)
     return rows
 
 
@@ -313,6 +365,9 @@ def main(argv=None):
     floor_sizes = [int(b) for b in args.floor.split(",") if b]
     refs = {B: f_reference(f, X, B) for B in sorted(set(sizes) | set(floor_sizes))}
     rows = []
+    for B in floor_sizes:
+        rows.extend(floor_rows(X, B, *refs[B], seconds=args.seconds, max_in_flight=args.max_in_flight,
+                               label=" (before)"))
     for backend in [b for b in args.backends.split(",") if b]:
         options = {"threads": 1}
         if backend == "ray":
@@ -327,8 +382,9 @@ def main(argv=None):
                 rows.append(run(backend, scheme, B, X, *refs[B], seconds=args.seconds,
                                 max_in_flight=args.max_in_flight, options=options))
                 print(f"  {backend} {scheme} B={B}: {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    for B in floor_sizes:
-        rows.extend(floor_rows(X, B, *refs[B], seconds=args.seconds, max_in_flight=args.max_in_flight))
+    for B in floor_sizes:  # after the gencc rows, as before them: drift of the machine shows as a gap
+        rows.extend(floor_rows(X, B, *refs[B], seconds=args.seconds, max_in_flight=args.max_in_flight,
+                               label=" (after)"))
     cols = ["backend", "scheme", "B", "batches", "inputs_per_s", "f_ms", "wall_ms", "own_ms", "own/f", "encode_ms",
             "transport_ms", "decode_ms", "f_workers_ms", "f_split_ms", "own_excl_split/f", "cpu_ms", "master_cpu_ms", "cpu/f"]
     print(format_table(rows, cols, title=f"runtime overhead: lenet5, K = {K}, N = {N}, no stragglers, "

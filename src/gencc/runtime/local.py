@@ -227,9 +227,9 @@ class LocalBackend:
         shared memory (:mod:`gencc.runtime.shared`) instead of the pipe;
         None: always the pipe. Default 64 KiB: ``bench_overhead.py``'s
         transport table measured the pipe at 0.77-1.11x the shared path's
-        wall time (four runs) on 32 KB tasks, a wash, and 1.26-1.81x on
-        400 KB, 2.0-4.2x on 4 MB (1.43x and 2.45x with the non-blocking
-        pipes of this version).
+        wall time (six runs) on 32 KB tasks, a wash, and 1.26-1.81x on
+        400 KB, 2.0-4.2x on 4 MB (1.43-2.41x and 2.05-2.64x with the
+        non-blocking pipes of this version).
 
     Attributes
     ----------
@@ -434,7 +434,7 @@ class LocalBackend:
                 return False
             log.warning("worker %d closed its events pipe but did not exit: killing it", inc.worker)
             inc.proc.kill()
-            inc.proc.join(timeout=1.0)
+            inc.proc.join(timeout=_EXIT_WAIT_S)  # the forkserver reaps it and reports the code
         with self._live_lock:
             self._live.pop(inc.read_fd, None)
         inc.close_events()
@@ -460,15 +460,16 @@ class LocalBackend:
     def restart(self, w):
         """Kill worker w (if alive) and start a fresh one in its place; does not wait.
         After :meth:`shutdown` it does nothing: no process outlives the backend."""
-        if self._selector is None:
-            return
-        old = self._workers[w]
-        if old is not None:  # SIGKILL works on a stopped process too; the poll sees its pipe close
-            if old.proc.is_alive():
-                old.proc.kill()
-            self._close_tasks(old)
-        self._restarts[w] += 1
-        self._spawn(w)
+        with self._poll_lock:  # shutdown closes the selector under it: no spawn after its snapshot
+            if self._selector is None:
+                return
+            old = self._workers[w]
+            if old is not None:  # SIGKILL works on a stopped process too; the poll sees its pipe close
+                if old.proc.is_alive():
+                    old.proc.kill()
+                self._close_tasks(old)
+            self._restarts[w] += 1
+            self._spawn(w)
 
     @property
     def restarts(self) -> list[int]:
