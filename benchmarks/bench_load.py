@@ -317,7 +317,7 @@ def main(argv=None):
         h = hedged.get((r["factor"], r["stragglers"], r["load"]))
         r["p999/hedged"] = r["p999_ms"] / h["p999_ms"] if h else float("nan")
     cols = ["factor", "stragglers", "scheme", "setting", "workers", "load", "window_ms", "offered_rps", "throughput_rps", "p50_ms", "p99_ms",
-            "p999_ms", "p999/clean_p50", "p999/hedged", "agreement", "exact", "untrusted", "answered", "errors", "lost",
+            "p999_ms", "p999/clean_p50", "p999/hedged", "agreement", "exact", "decoded_agreement", "untrusted", "answered", "errors", "lost",
             "unaccounted", "loadavg"]
     title = (f"{args.workload}, K={K}, B={B}, base {base:g} s of {args.task_time}, window: fill time <= {window_cap:g} s, {n_req} requests per run, "
              f"{args.backend} backend, capacity {capacity:.0f}/s, {os.cpu_count()} cores, "

@@ -7,7 +7,8 @@ p99.9 over 2000 requests is the second-slowest answer, so one run's figure
 moves with a single unlucky batch (the same setting gave 141 and 193 ms on two
 seeds). This prints, for each scheme and setting, p50 and p99.9 per seed with
 their medians, the median ratio to the clean p50 and to hedged requests' best
-setting of the same seed, and the answer quality; and writes it as CSV and JSON.
+setting of the same seed, and the answer quality (means over seeds), that of the
+decoded answers on their own too; and writes it as CSV and JSON.
 """
 
 from __future__ import annotations
@@ -26,6 +27,21 @@ def setting(row) -> str:
     if isinstance(params, dict):
         return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
     return "" if params is None else str(params)
+
+
+def decoded_agreement(row) -> float:
+    """Agreement with f's argmax among a run's answers that are not exact, from its shares (runs
+    written before ``decoded_agreement`` was a column): an exact answer is f's own output, so it
+    agrees, and the rest of the agreement is the decoded answers'."""
+    exact, agree = row.get("exact", np.nan), row.get("agreement", np.nan)
+    if not np.isfinite(exact) or not np.isfinite(agree) or exact >= 1.0:
+        return float("nan")
+    return (agree - exact) / (1.0 - exact)
+
+
+def _nanmean(values) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
 
 
 def main(argv=None):
@@ -52,7 +68,8 @@ def main(argv=None):
                 continue
             key = (r["factor"], r["stragglers"], r["load"], r["scheme"], setting(r))
             cell = cells.setdefault(key, {"seeds": [], "p50": [], "p999": [], "clean": [], "hedged_best": [],
-                                          "agreement": [], "exact": [], "untrusted": [], "errors": 0, "lost": 0})
+                                          "agreement": [], "exact": [], "decoded_agreement": [], "untrusted": [],
+                                          "errors": 0, "lost": 0})
             cell["seeds"].append(seed)
             cell["p50"].append(r["p50_ms"])
             cell["p999"].append(r["p999_ms"])
@@ -60,6 +77,7 @@ def main(argv=None):
             cell["hedged_best"].append(best_hedged.get(key[:3], np.nan))
             for q in ("agreement", "exact", "untrusted"):
                 cell[q].append(r.get(q, np.nan))
+            cell["decoded_agreement"].append(r.get("decoded_agreement", decoded_agreement(r)))
             cell["errors"] += r["errors"]
             cell["lost"] += r["lost"] + r.get("unaccounted", 0)
     out = []
@@ -73,6 +91,7 @@ def main(argv=None):
             "p999/clean_p50_median": float(np.median(p999 / np.array(c["clean"]))),
             "p999/best_hedged_median": float(np.median(p999 / np.array(c["hedged_best"]))),
             "agreement": float(np.mean(c["agreement"])), "exact": float(np.mean(c["exact"])),
+            "decoded_agreement": _nanmean(c["decoded_agreement"]),
             "untrusted": float(np.nanmean(c["untrusted"])), "errors": c["errors"], "lost": c["lost"],
         })
     cols = list(out[0]) if out else []

@@ -6,8 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from gencc.experiments.load import (arrival_times, make_executor, run_open_loop, straggler_model, summarize,
-                                    worker_stragglers)
+from gencc.experiments.load import (LoadRun, arrival_times, make_executor, run_open_loop, straggler_model,
+                                    summarize, worker_stragglers)
 from gencc.runtime import WorkerStragglers
 
 from test_runtime import MODEL, _opts, f
@@ -143,3 +143,35 @@ def test_parm_has_no_special_floor_the_gather_waits_for_the_task_that_answers_it
         assert not ex._covers([0, 1, 2], {3: 3, 4: 4})
         assert ex._covers([0, 1, 2, 4], {3: 3})  # the parity fills the one gap
         assert scheme.available([0, 1, 2, 4]).all()
+
+
+def test_summarize_rates_the_decoded_answers_on_their_own():
+    truth = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0], [0.0, 0.0, 3.0], [1.0, 0.0, 0.0]])
+    outputs = np.array([truth[0],  # exact
+                        [1.5, 0.2, 0.1],  # decoded, same argmax
+                        [0.0, 2.0, 1.0],  # decoded, wrong argmax
+                        [np.nan] * 3])  # never answered
+    answered = np.array([True, True, True, False])
+    run = LoadRun(latencies=np.array([0.01, 0.02, 0.03, np.nan]), answered=answered, errors=1, lost=0,
+                  outputs=outputs, duration_s=1.0, said_exact=np.array([True, False, False, False]),
+                  said_untrusted=np.array([False, False, True, False]))
+    row = summarize(run, truth, offered=1.0)
+    assert row["agreement"] == pytest.approx(2 / 3) and row["exact"] == pytest.approx(1 / 3)
+    assert row["decoded_agreement"] == pytest.approx(1 / 2)
+    seeds = _load_seeds_module()  # runs written before the column: the same figure from the shares
+    assert seeds.decoded_agreement({"agreement": row["agreement"], "exact": row["exact"]}) == pytest.approx(1 / 2)
+    assert np.isnan(seeds.decoded_agreement({"agreement": 1.0, "exact": 1.0}))
+    run.outputs = truth.copy()  # all exact: no decoded answer to rate
+    run.answered[:] = True
+    assert np.isnan(summarize(run, truth, offered=1.0)["decoded_agreement"])
+
+
+def _load_seeds_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "load_seeds.py"
+    spec = importlib.util.spec_from_file_location("load_seeds", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -301,13 +301,17 @@ def summarize(run: LoadRun, truth: np.ndarray, offered: float) -> dict:
     q = lambda p: latency_quantile(run.latencies, run.answered, p)  # noqa: E731
     est = run.outputs.reshape(n, -1) if run.outputs.size else np.full((n, truth.shape[1]), np.nan)
     ok = run.answered
-    agree = float(np.mean(est[ok].argmax(1) == truth[ok].argmax(1))) if ok.any() else float("nan")
+    agrees = est[ok].argmax(1) == truth[ok].argmax(1)
+    agree = float(np.mean(agrees)) if ok.any() else float("nan")
     rel = np.abs(est[ok] - truth[ok]).max(axis=1) / np.maximum(np.abs(truth[ok]).max(axis=1), 1e-12)
     exact = float(np.mean(rel < 1e-5)) if ok.any() else float("nan")
+    decoded = rel >= 1e-5  # answered, not f's own output: a decode (or a corrupted answer)
     return {"offered_rps": offered, "throughput_rps": float(ok.sum() / max(run.duration_s, 1e-9)),
             "p50_ms": 1e3 * q(50), "p99_ms": 1e3 * q(99), "p999_ms": 1e3 * q(99.9),
             "max_ms": 1e3 * float(lat.max()) if lat.size else float("nan"),
             "agreement": agree, "exact": exact,
+            # the quality of the answers that are not exact, on their own: the tail a code cuts is theirs
+            "decoded_agreement": float(np.mean(agrees[decoded])) if decoded.any() else float("nan"),
             # what the futures' info said: answers called exact, those of them that are not (must be 0),
             # and answers decoded from fewer than the scheme's trusted returns
             "said_exact": float(np.mean(run.said_exact[ok])) if ok.any() else float("nan"),
