@@ -80,7 +80,7 @@ from gencc.schemes import GCC  # noqa: E402
 from gencc.experiments.load import (DEADLINE_FACTOR, SCHEMES, CpuHog, arrival_times, make_executor,  # noqa: E402
                                     measure_capacity, run_open_loop, summarize, worker_stragglers)
 from gencc.experiments.peers import LETCC_GRID, best_letcc  # noqa: E402
-from gencc.report import format_table, write_csv, write_json  # noqa: E402
+from gencc.report import fmt, format_table, write_csv, write_json  # noqa: E402
 from gencc.workloads import WorkloadFactory, get  # noqa: E402
 
 
@@ -284,7 +284,8 @@ def main(argv=None):
                     row["padded_columns"] = ex.padded_columns - padded0
                 rows.append(row)
                 print(f"  {factor}x {kind} {name} ({row['setting']}) load {load:.0%}: p50 {row['p50_ms']:.0f} ms, "
-                      f"p99.9 {row['p999_ms']:.0f} ms, agree {row['agreement']:.3f}, lost {row['lost']} "
+                      f"p99.9 {row['p999_ms']:.0f} ms, agree {row['agreement']:.3f} "
+                      f"(decoded {fmt(row['decoded_agreement'])}), lost {row['lost']} "
                       f"({time.monotonic() - t:.0f} s)", flush=True)
         finally:
             ex.shutdown(wait=False)
