@@ -90,7 +90,11 @@ def _self_cpu() -> float:
 def _cpu(ex) -> float:
     """CPU seconds of this process and of the executor's worker processes."""
     pids = {p for p in getattr(ex.backend, "pids", []) or [] if p and p != os.getpid()}
-    return _self_cpu() + sum(_proc_cpu(p) for p in pids)
+    return _self_cpu() + _procs_cpu(pids)
+
+
+def _procs_cpu(pids) -> float:
+    return sum(_proc_cpu(p) for p in pids)
 
 
 def f_reference(f, X, B, reps=41) -> tuple[float, float]:
@@ -208,9 +212,11 @@ def _floor_one(tasks, P, fused, *, seconds, max_in_flight, max_batches) -> tuple
                 state["error"] = exc
                 cond.notify_all()
 
+    # which tasks each process gets, for each rotation (the batch's tag mod P): not recomputed per batch
+    owned = [[[n for n in range(len(tasks)) if (n + r) % P == p] for p in range(P)] for r in range(P)]
+
     def send(tag):
-        owned = [[n for n in range(len(tasks)) if (n + tag) % P == p] for p in range(P)]
-        for c, mine in zip(pipes, owned):
+        for c, mine in zip(pipes, owned[tag % P]):
             if fused:
                 c.send((tag, [tasks[n] for n in mine], True))
             else:
@@ -220,18 +226,18 @@ def _floor_one(tasks, P, fused, *, seconds, max_in_flight, max_batches) -> tuple
     def drive(first, n_batches):
         """Batches first..first+n_batches-1, max_in_flight at a time."""
         deadline = time.monotonic() + 600
-        for tag in range(first, first + n_batches):
+
+        def until(ready):
             with cond:
-                if not cond.wait_for(lambda: state["error"] or tag - state["done"] < max_in_flight,
-                                     timeout=max(0.0, deadline - time.monotonic())):
+                if not cond.wait_for(lambda: state["error"] or ready(), timeout=max(0.0, deadline - time.monotonic())):
                     raise RuntimeError("bare floor: no progress in 600 s")
+                if state["error"] is not None:
+                    raise RuntimeError(f"bare floor: a worker failed ({state['error']!r})")
+
+        for tag in range(first, first + n_batches):
+            until(lambda: tag - state["done"] < max_in_flight)
             send(tag)
-        with cond:
-            if not cond.wait_for(lambda: state["error"] or state["done"] >= first + n_batches,
-                                 timeout=max(0.0, deadline - time.monotonic())):
-                raise RuntimeError("bare floor: no progress in 600 s")
-        if state["error"] is not None:
-            raise RuntimeError(f"bare floor: a worker failed ({state['error']!r})")
+        until(lambda: state["done"] >= first + n_batches)
 
     stop = threading.Event()
     reader, clean = None, False
@@ -253,11 +259,11 @@ def _floor_one(tasks, P, fused, *, seconds, max_in_flight, max_batches) -> tuple
         drive(3, 4)
         n_batches = int(np.clip(seconds / max((time.perf_counter() - t) / 4, 1e-4), 8, max_batches))
         pids = [pr.pid for pr in procs]
-        master0, workers0, t0 = _self_cpu(), sum(_proc_cpu(p) for p in pids), time.perf_counter()
+        master0, workers0, t0 = _self_cpu(), _procs_cpu(pids), time.perf_counter()
         drive(7, n_batches)
         wall = (time.perf_counter() - t0) / n_batches
         master = (_self_cpu() - master0) / n_batches
-        cpu = master + (sum(_proc_cpu(p) for p in pids) - workers0) / n_batches
+        cpu = master + (_procs_cpu(pids) - workers0) / n_batches
         for c in pipes:
             c.send(None)
         clean = True
@@ -386,7 +392,8 @@ def main(argv=None):
         rows.extend(floor_rows(X, B, *refs[B], seconds=args.seconds, max_in_flight=args.max_in_flight,
                                label=" (after)"))
     cols = ["backend", "scheme", "B", "batches", "inputs_per_s", "f_ms", "wall_ms", "own_ms", "own/f", "encode_ms",
-            "transport_ms", "decode_ms", "f_workers_ms", "f_split_ms", "own_excl_split/f", "cpu_ms", "master_cpu_ms", "cpu/f"]
+            "transport_ms", "decode_ms", "f_workers_ms", "f_split_ms", "own_excl_split/f", "cpu_ms", "master_cpu_ms",
+            "cpu/f"]
     print(format_table(rows, cols, title=f"runtime overhead: lenet5, K = {K}, N = {N}, no stragglers, "
                                          f"{os.cpu_count()} cores"))
     transport = transport_rows([float(v) for v in args.transport.split(",")]) if args.transport else []

@@ -15,6 +15,14 @@ from gencc.runtime.local import LocalBackend, frame, unframe
 RNG = np.random.default_rng(11)
 
 
+def _first(be, kind, timeout=60.0) -> list:
+    """The first poll's events of type ``kind`` (within ``timeout`` seconds; [] if none came)."""
+    deadline, got = time.monotonic() + timeout, []
+    while not got and time.monotonic() < deadline:
+        got = [ev for ev in be.poll(0.1) if isinstance(ev, kind)]
+    return got
+
+
 def _exists(pid) -> bool:
     try:
         os.kill(pid, 0)
@@ -94,9 +102,7 @@ def test_a_task_that_does_not_pickle_is_refused_and_the_worker_serves_the_next()
         bad = Task(0, 0, np.ones((1, 3)), TaskFault(kind="attack", params={"f": lambda y: y}), True)
         assert be.submit(0, bad) is False  # the executor erases it ("send failed"); nothing half-written
         assert be.submit(0, Task(1, 0, np.ones((1, 3)), TaskFault(), True))
-        deadline, got = time.monotonic() + 30, []
-        while not got and time.monotonic() < deadline:
-            got = [ev for ev in be.poll(0.1) if isinstance(ev, TaskResult)]
+        got = _first(be, TaskResult, timeout=30)
         assert [ev.batch for ev in got] == [1]
         np.testing.assert_allclose(got[0].output, np.sin(1.0))
     finally:
@@ -111,9 +117,7 @@ def test_a_worker_that_closes_its_events_pipe_but_lives_is_killed_and_reported_d
     try:
         pid = be.pids[0]
         assert be.submit(0, Task(0, 0, np.full((1, 3), 777.0), TaskFault(), True))
-        deadline, died = time.monotonic() + 60, []
-        while not died and time.monotonic() < deadline:
-            died = [ev for ev in be.poll(0.1) if isinstance(ev, WorkerDied)]
+        died = _first(be, WorkerDied)
         assert [ev.worker for ev in died] == [0] and "exit code -9" in died[0].why
         deadline = time.monotonic() + 10  # gone (reaped by its parent), not left running unseen
         while time.monotonic() < deadline and _exists(pid):
@@ -121,9 +125,7 @@ def test_a_worker_that_closes_its_events_pipe_but_lives_is_killed_and_reported_d
         assert not _exists(pid)
         be.restart(0)
         assert be.submit(0, Task(1, 0, np.ones((1, 3)), TaskFault(), True))
-        deadline, got = time.monotonic() + 60, []
-        while not got and time.monotonic() < deadline:
-            got = [ev for ev in be.poll(0.1) if isinstance(ev, TaskResult)]
+        got = _first(be, TaskResult)
         assert [(ev.worker, ev.batch) for ev in got] == [(0, 1)]
     finally:
         be.shutdown()
