@@ -226,9 +226,9 @@ class LocalBackend:
         Tasks whose coded inputs take at least this many bytes go through
         shared memory (:mod:`gencc.runtime.shared`) instead of the pipe;
         None: always the pipe. Default 64 KiB: ``bench_overhead.py``'s
-        transport table measured the pipe at 0.77-1.11x the shared path's
-        wall time (six runs) on 32 KB tasks, a wash, and 1.26-1.81x on
-        400 KB, 2.0-4.2x on 4 MB (1.43-2.41x and 2.05-2.64x with the
+        transport table measured the pipe at 0.77-1.17x the shared path's
+        wall time (seven runs) on 32 KB tasks, a wash, and 1.26-1.81x on
+        400 KB, 2.0-4.2x on 4 MB (1.43-2.41x and 1.59-2.64x with the
         non-blocking pipes of this version).
 
     Attributes
