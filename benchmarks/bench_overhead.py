@@ -37,7 +37,12 @@ cores, each process's tasks of a batch in one call), run before and after the
 gencc rows. Its ``own/f`` is what that layout costs over ``multiprocessing``'s
 pipes with nothing else in the way: a floor for the local backend's layout.
 
-A second table (``--transport``) times the local backend's two ways of moving
+``--map-paths`` times ``map``'s two ways in, interleaved in one executor
+(local backend, pipe, fixed decoder): the inputs as one ndarray, cut into
+batches whole, against the same inputs as a list of rows, each row checked and
+the rows stacked per batch.
+
+A third table (``--transport``) times the local backend's two ways of moving
 coded inputs, shared memory and the pipe, interleaved in the same run, on
 tasks of 32 KB (lenet5's at B = 64), 400 KB and 4 MB with a trivial f.
 
@@ -149,6 +154,32 @@ def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options)
         "f_split_ms": 1e3 * split_s, "own_excl_split/f": (wall_b - split_s) / f_s,
         "cpu_ms": 1e3 * cpu / n_batches, "master_cpu_ms": 1e3 * master / n_batches, "cpu/f": cpu / n_batches / f_s,
     }
+
+
+def map_path_rows(X, B, *, rounds=4, batches=100, max_in_flight=4) -> list[dict]:
+    """``map`` over an ndarray against the same inputs as a list of rows, in one executor,
+    alternating (array, rows) and (rows, array) over ``rounds``: wall and master CPU per batch,
+    medians over rounds, and the list's over the array's."""
+    size = B * K
+    inputs = np.resize(X, (size * batches, *X.shape[1:]))
+    rows = list(inputs)
+    ex = CodedExecutor(WorkloadFactory("lenet5"), SCHEMES["gcc-fixed"](), "local", micro_batch=B, timeout=60,
+                       max_in_flight=max_in_flight, backend_options={"threads": 1, "shared_min_bytes": None})
+    got = {"array": [], "rows": []}
+    try:
+        list(ex.map(inputs[: size * 3]))  # warm-up
+        for r in range(rounds):
+            for path in ("array", "rows") if r % 2 == 0 else ("rows", "array"):
+                master0, t0 = _self_cpu(), time.perf_counter()
+                n = sum(1 for _ in ex.map(inputs if path == "array" else rows))
+                got[path].append(((time.perf_counter() - t0) / batches, (_self_cpu() - master0) / batches))
+                assert n == len(inputs)
+    finally:
+        ex.shutdown()
+    med = {p: np.median(np.array(v), axis=0) for p, v in got.items()}
+    return [{"path": p, "B": B, "rounds": rounds, "batches": batches, "wall_ms": 1e3 * med[p][0],
+             "master_cpu_ms": 1e3 * med[p][1], "wall / array's": med[p][0] / med["array"][0],
+             "master_cpu / array's": med[p][1] / med["array"][1]} for p in ("array", "rows")]
 
 
 def _bare_worker(conn):
@@ -358,6 +389,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="folder for overhead.json")
     ap.add_argument("--floor", default="64",
                     help="micro-batch sizes for the bare process-layout floor, without gencc ('' to skip)")
+    ap.add_argument("--map-paths", default="64",
+                    help="micro-batch sizes for map over an ndarray against a list of rows ('' to skip)")
     ap.add_argument("--transport", default="32,400,4000",
                     help="task sizes in KB for the shared-memory against pipe comparison ('' to skip)")
     args = ap.parse_args(argv)
@@ -396,6 +429,10 @@ def main(argv=None):
             "cpu/f"]
     print(format_table(rows, cols, title=f"runtime overhead: lenet5, K = {K}, N = {N}, no stragglers, "
                                          f"{os.cpu_count()} cores"))
+    paths = [row for B in (int(b) for b in args.map_paths.split(",") if b) for row in map_path_rows(X, B)]
+    if paths:
+        print(format_table(paths, list(paths[0]), title="map's inputs: one ndarray against a list of rows, "
+                                                        "local backend, pipe, fixed decoder, medians over rounds"))
     transport = transport_rows([float(v) for v in args.transport.split(",")]) if args.transport else []
     if transport:
         tcols = ["task_kb", "shared_path", "shared_wall_ms", "pipe_wall_ms", "pipe/shared wall", "shared_cpu_ms",
@@ -404,7 +441,8 @@ def main(argv=None):
                                                    f"f = row mean, B = 1, K = {K}, N = {N}, one batch in flight"))
     if args.out:
         path = write_json({"K": K, "N": N, "workload": "lenet5", "cores": os.cpu_count(),
-                           "max_in_flight": args.max_in_flight, "rows": rows, "transport": transport},
+                           "max_in_flight": args.max_in_flight, "rows": rows, "map_paths": paths,
+                           "transport": transport},
                           os.path.join(args.out, "overhead.json"))
         print(f"wrote {path}")
     return rows

@@ -110,6 +110,23 @@ def test_map_with_micro_batches_answers_each_bad_input_by_itself():
     np.testing.assert_allclose(np.stack([outs[k] for k in good]), f(np.stack([X[k] for k in good])))
 
 
+
+def test_map_of_an_array_cuts_it_into_batches_and_answers_its_bad_rows_by_themselves():
+    X = RNG.uniform(-1, 1, size=(14, 2))
+    X[5, 1], X[11, 0] = np.nan, -np.inf  # in two different batches of 6
+    with CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=3, timeout=60) as ex:
+        outs = list(ex.map(X, return_exceptions=True))
+        rows = list(ex.map(list(X), return_exceptions=True))  # the same inputs row by row
+        ints = list(ex.map(np.arange(8).reshape(4, 2)))  # integers are computed as float64
+    assert len(outs) == 14
+    for k in (5, 11):
+        assert isinstance(outs[k], InvalidInputError) and outs[k].index == k and f"input {k}" in str(outs[k])
+        assert isinstance(rows[k], InvalidInputError) and str(rows[k]) == str(outs[k])
+    good = [k for k in range(14) if k not in (5, 11)]
+    np.testing.assert_allclose(np.stack([outs[k] for k in good]), f(X[good]))
+    np.testing.assert_allclose(np.stack([outs[k] for k in good]), np.stack([rows[k] for k in good]))
+    np.testing.assert_allclose(np.stack(ints), f(np.arange(8.0).reshape(4, 2)))
+
 def test_map_waits_for_a_batch_whose_waiter_wakes_before_its_done_callbacks(monkeypatch):
     # a future wakes its waiters (and a done callback wakes map's) before its later done callbacks
     # have run: map must not take that gap for "no answer" (it once raised TimeoutError there,
