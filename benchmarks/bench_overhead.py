@@ -39,8 +39,8 @@ pipes with nothing else in the way: a floor for the local backend's layout.
 
 ``--map-paths`` times ``map``'s two ways in, interleaved in one executor
 (local backend, pipe, fixed decoder): the inputs as one ndarray, cut into
-batches whole, against the same inputs as a list of rows, each row checked and
-the rows stacked per batch.
+batches whole, against the same inputs as a list of rows, handled one by one in Python and
+stacked per batch.
 
 A third table (``--transport``) times the local backend's two ways of moving
 coded inputs, shared memory and the pipe, interleaved in the same run, on
@@ -429,7 +429,8 @@ def main(argv=None):
             "cpu/f"]
     print(format_table(rows, cols, title=f"runtime overhead: lenet5, K = {K}, N = {N}, no stragglers, "
                                          f"{os.cpu_count()} cores"))
-    paths = [row for B in (int(b) for b in args.map_paths.split(",") if b) for row in map_path_rows(X, B)]
+    paths = [row for B in (int(b) for b in args.map_paths.split(",") if b)
+             for row in map_path_rows(X, B, max_in_flight=args.max_in_flight)]
     if paths:
         print(format_table(paths, list(paths[0]), title="map's inputs: one ndarray against a list of rows, "
                                                         "local backend, pipe, fixed decoder, medians over rounds"))

@@ -110,22 +110,39 @@ def test_map_with_micro_batches_answers_each_bad_input_by_itself():
     np.testing.assert_allclose(np.stack([outs[k] for k in good]), f(np.stack([X[k] for k in good])))
 
 
+def test_map_of_an_array_cuts_it_into_batches_and_answers_its_bad_rows_by_themselves(monkeypatch):
+    import gencc.runtime.executor as executor_module
 
-def test_map_of_an_array_cuts_it_into_batches_and_answers_its_bad_rows_by_themselves():
-    X = RNG.uniform(-1, 1, size=(14, 2))
-    X[5, 1], X[11, 0] = np.nan, -np.inf  # in two different batches of 6
-    with CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=3, timeout=60) as ex:
-        outs = list(ex.map(X, return_exceptions=True))
+    per_row = []  # inputs that went through the row-by-row check
+    check = executor_module.check_input
+    monkeypatch.setattr(executor_module, "check_input", lambda x, i, shape: per_row.append(i) or check(x, i, shape))
+    X = RNG.uniform(-1, 1, size=(15, 2))
+    X[5, 1], X[11, 0] = np.nan, -np.inf  # in two different batches of 6; the last batch, 3 rows, is padded
+    expected = f(X)
+    with CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=3, timeout=60, max_in_flight=1) as ex:
+        outs = []
+        for i, y in enumerate(ex.map(X, return_exceptions=True)):
+            outs.append(y)
+            X[: (i // 6 + 1) * 6] = 7.0  # rows already cut into a batch, some still queued: they must keep
+            # their answers (rows not yet reached are read when map reaches them, as from any iterable)
+        assert per_row == []  # the array was cut whole, never checked row by row
+        X = RNG.uniform(-1, 1, size=(15, 2))
+        X[5, 1], X[11, 0] = np.nan, -np.inf
         rows = list(ex.map(list(X), return_exceptions=True))  # the same inputs row by row
+        assert per_row  # that path does check rows one by one
         ints = list(ex.map(np.arange(8).reshape(4, 2)))  # integers are computed as float64
-    assert len(outs) == 14
+    with CodedExecutor(MODEL, gencc.Replication(2, 4), "threads", micro_batch=3, timeout=60) as ex:
+        scalars = list(ex.map(np.array([0.5, -1.0, 2.0])))  # a 1-D array: inputs of shape ()
+    assert len(outs) == 15
     for k in (5, 11):
         assert isinstance(outs[k], InvalidInputError) and outs[k].index == k and f"input {k}" in str(outs[k])
         assert isinstance(rows[k], InvalidInputError) and str(rows[k]) == str(outs[k])
-    good = [k for k in range(14) if k not in (5, 11)]
-    np.testing.assert_allclose(np.stack([outs[k] for k in good]), f(X[good]))
-    np.testing.assert_allclose(np.stack([outs[k] for k in good]), np.stack([rows[k] for k in good]))
+    good = [k for k in range(15) if k not in (5, 11)]
+    np.testing.assert_allclose(np.stack([outs[k] for k in good]), expected[good])
+    np.testing.assert_allclose(np.stack([rows[k] for k in good]), f(X[good]))
     np.testing.assert_allclose(np.stack(ints), f(np.arange(8.0).reshape(4, 2)))
+    np.testing.assert_allclose(np.stack(scalars), f(np.array([0.5, -1.0, 2.0])))
+
 
 def test_map_waits_for_a_batch_whose_waiter_wakes_before_its_done_callbacks(monkeypatch):
     # a future wakes its waiters (and a done callback wakes map's) before its later done callbacks

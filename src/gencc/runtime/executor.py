@@ -511,8 +511,9 @@ class CodedExecutor(StreamingExecutor):
         ----------
         inputs : iterable of array_like, each of shape in_shape, or ndarray of shape (n, *in_shape)
             Any number of inputs, in batches of ``micro_batch * K``; the last
-            batch is padded to a multiple of K (padding is dropped). A real
-            ndarray is cut into batches whole, without a check per row.
+            batch is padded to a multiple of K (padding is dropped). A plain
+            ndarray of real numbers is cut into batches whole: one copy and one
+            vectorised finiteness check per batch, no Python work per row.
             An input that cannot be computed (NaN, Inf, complex, non-numeric,
             a shape unlike the first input's) gets an
             :class:`~gencc.errors.InvalidInputError` of its own and is left out
@@ -1104,7 +1105,7 @@ def _calibrated(scheme, model, calibration):
 def _real_array(inputs) -> bool:
     """Whether ``map`` may cut ``inputs`` into batches whole: an ndarray of real numbers with a
     row axis (anything else goes row by row through :func:`check_input`)."""
-    return isinstance(inputs, np.ndarray) and inputs.ndim >= 1 and inputs.dtype.kind in "biuf"
+    return type(inputs) is np.ndarray and inputs.ndim >= 1 and inputs.dtype.kind in "biuf"
 
 
 def _same_model(X):  # a marker: which workers would run something other than the model
