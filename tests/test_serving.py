@@ -837,3 +837,24 @@ def test_shutdown_with_cancel_futures_leaves_no_request_of_an_open_batch_pending
     for fu in running:
         with pytest.raises(BatchFailedError, match="shut down"):
             fu.result(timeout=0)
+
+
+def test_the_readmes_serving_choices_run_as_written_and_answer_every_request():
+    # "Choosing, from these measurements" in the README: both executors exactly as written there
+    from gencc.runtime import AdaptiveDeadline
+
+    K, N, t = 4, 5, 0.01
+    X = RNG.uniform(-1, 1, size=(12, 3))
+    with HedgedExecutor(MODEL, N, "threads", hedge_delay=AdaptiveDeadline(q=0.65, factor=1.0, cap=10 * t),
+                        max_copies=3, placement="pull") as ex:
+        futs = [ex.submit_one(x) for x in X]
+        np.testing.assert_allclose(np.stack([fut.result(timeout=60) for fut in futs]), f(X), rtol=1e-12)
+        assert all(fut.info.exact for fut in futs)
+    with CodedExecutor(MODEL, gencc.GCC(K, N, worker_points="systematic"), "threads",
+                       deadline=AdaptiveDeadline(q=0.9, factor=1.0, floor=0.5 * t, cap=10 * t),
+                       on_insufficient="wait", n_min=K - 1, direct_dispatch=True) as ex:
+        futs = [ex.submit_one(x) for x in X]
+        got = np.stack([fut.result(timeout=60) for fut in futs])
+    exact = np.array([fut.info.exact for fut in futs])
+    assert exact.any()  # no worker is slow here: the systematic workers answer their own inputs
+    np.testing.assert_allclose(got[exact], f(X[exact]), rtol=1e-12)
