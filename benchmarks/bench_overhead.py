@@ -102,9 +102,22 @@ def _procs_cpu(pids) -> float:
     return sum(_proc_cpu(p) for p in pids)
 
 
+def _coded(X, B) -> np.ndarray:
+    """N*B coded inputs of shape X.shape[1:]: GCC's N coded points of X's first K, repeated B times."""
+    return np.resize(GCC(K, N).encode(X[:K]), (N * B, *X.shape[1:])).astype(np.float64, copy=False)
+
+
+def _cost(B, wall, f_s, split_s, cpu, master) -> dict:
+    """The columns every row shares, from seconds per batch of B*K inputs."""
+    return {"inputs_per_s": round(B * K / wall), "f_ms": 1e3 * f_s, "wall_ms": 1e3 * wall,
+            "own_ms": 1e3 * (wall - f_s), "own/f": (wall - f_s) / f_s,
+            "f_split_ms": 1e3 * split_s, "own_excl_split/f": (wall - split_s) / f_s,
+            "cpu_ms": 1e3 * cpu, "master_cpu_ms": 1e3 * master, "cpu/f": cpu / f_s}
+
+
 def f_reference(f, X, B, reps=41) -> tuple[float, float]:
     """Median seconds of f on N*B coded inputs in one call, and in N calls of B (one compute thread)."""
-    coded = np.resize(GCC(K, N).encode(X[:K]), (N * B, *X.shape[1:]))
+    coded = _coded(X, B)
     f(coded)
     one, split = [], []
     for _ in range(reps):
@@ -146,13 +159,10 @@ def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options)
     assert n == size * n_batches and tm["batches"] == n_batches
     wall_b, enc, dec = wall / n_batches, tm["encode"] / n_batches, tm["decode"] / n_batches
     return {
-        "backend": label, "scheme": scheme, "B": B, "batches": n_batches, "inputs_per_s": round(n / wall),
-        "f_ms": 1e3 * f_s, "wall_ms": 1e3 * wall_b, "own_ms": 1e3 * (wall_b - f_s),
-        "own/f": (wall_b - f_s) / f_s,
+        "backend": label, "scheme": scheme, "B": B, "batches": n_batches,
+        **_cost(B, wall_b, f_s, split_s, cpu / n_batches, master / n_batches),
         "encode_ms": 1e3 * enc, "decode_ms": 1e3 * dec, "f_workers_ms": 1e3 * tm["compute"] / n_batches,
         "transport_ms": 1e3 * (wall_b - enc - dec - f_s),
-        "f_split_ms": 1e3 * split_s, "own_excl_split/f": (wall_b - split_s) / f_s,
-        "cpu_ms": 1e3 * cpu / n_batches, "master_cpu_ms": 1e3 * master / n_batches, "cpu/f": cpu / n_batches / f_s,
     }
 
 
@@ -322,7 +332,7 @@ def floor_rows(X, B, f_s, split_s, *, seconds, max_in_flight, layouts=LAYOUTS, l
     layout over that transport, not of every runtime. Returns one row per
     layout, with the columns of :func:`run` that apply.
     """
-    coded = np.resize(GCC(K, N).encode(X[:K]), (N * B, *X.shape[1:])).astype(np.float64)
+    coded = _coded(X, B)
     tasks = [coded[n * B:(n + 1) * B] for n in range(N)]
     cores = max(1, min(_cores(), N))
     rows = []
@@ -333,10 +343,7 @@ def floor_rows(X, B, f_s, split_s, *, seconds, max_in_flight, layouts=LAYOUTS, l
         n_batches, wall, cpu, master = _floor_one(tasks, P, fused, seconds=seconds, max_in_flight=max_in_flight,
                                                   max_batches=max_batches)
         rows.append({"backend": f"bare {layout}{label}", "scheme": f"P = {P}", "B": B, "batches": n_batches,
-                     "inputs_per_s": round(B * K / wall), "f_ms": 1e3 * f_s, "wall_ms": 1e3 * wall,
-                     "own_ms": 1e3 * (wall - f_s), "own/f": (wall - f_s) / f_s,
-                     "f_split_ms": 1e3 * split_s, "own_excl_split/f": (wall - split_s) / f_s,
-                     "cpu_ms": 1e3 * cpu, "master_cpu_ms": 1e3 * master, "cpu/f": cpu / f_s})
+                     **_cost(B, wall, f_s, split_s, cpu, master)})
         print(f"  floor {layout}{label} B={B}: own/f {(wall - f_s) / f_s:.2f}", file=sys.stderr)
     return rows
 

@@ -548,17 +548,16 @@ class CodedExecutor(StreamingExecutor):
         ended: set = set()  # batch futures that have ended (added by their done callback: no lock to ask)
         in_shape = None
 
-        def flush(stacked, chunk_refs, first):
-            """Submit ``stacked``, shape (n, *in_shape), the inputs of ``chunk_refs`` (their
-            first's index in the stream: ``first``, an int, or one index per row)."""
+        def flush(stacked, chunk_refs, indices):
+            """Submit ``stacked``, shape (n, *in_shape), the inputs of ``chunk_refs``, whose
+            positions in the stream are ``indices`` (a sequence of n ints)."""
             ended.intersection_update(rows_left)  # forget batches whose every row was yielded
             # finiteness of the inputs that took a fast path, checked for the whole chunk at once
             finite = np.isfinite(stacked.reshape(len(stacked), -1)).all(axis=1)
             refs = chunk_refs
             if not finite.all():
                 for i in np.flatnonzero(~finite):
-                    index = first + int(i) if isinstance(first, int) else first[i]
-                    chunk_refs[i][0] = InvalidInputError(f"input {index} contains NaN or Inf", index=index)
+                    chunk_refs[i][0] = InvalidInputError(f"input {indices[i]} contains NaN or Inf", index=indices[i])
                 stacked = stacked[finite]
                 refs = [r for r, ok in zip(chunk_refs, finite) if ok]
             n_real = len(refs)
@@ -669,17 +668,17 @@ class CodedExecutor(StreamingExecutor):
                                                    is not None or len(rows_left) >= self.max_in_flight))):
                 yield from drain_run()
 
+        whole = _real_array(inputs)
         try:
-            if _real_array(inputs):  # whole chunks: no per-row checks or stacking
+            if whole:  # whole chunks: no per-row checks or stacking
                 for first in range(0, len(inputs), size):
                     stacked = np.array(inputs[first:first + size], dtype=np.float64)  # a copy: inputs may change
                     refs = [[None, row, {}] for row in range(len(stacked))]
                     pending.extend(refs)
-                    flush(stacked, refs, first)
+                    flush(stacked, refs, range(first, first + len(stacked)))
                     for value in drain_ready():
                         yield emit(value)
-                inputs = ()
-            for index, x in enumerate(inputs):
+            for index, x in enumerate(() if whole else inputs):
                 # fast path: a float64 array of the known shape (finiteness is checked per chunk)
                 if not (type(x) is np.ndarray and x.dtype == np.float64 and x.shape == in_shape):
                     try:
