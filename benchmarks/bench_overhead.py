@@ -24,7 +24,12 @@ all N, no stragglers. For each backend and B, in the same run:
   beyond that split;
 * ``cpu_ms``: CPU seconds per batch of this process and every worker process
   together, and ``cpu/f``: the same comparison counted in core time, which
-  does not depend on how the work spreads over the cores.
+  does not depend on how the work spreads over the cores;
+* ``snapshot_ms`` and ``snapshot/master_cpu``: what the ownership copies cost
+  per batch, timed in the same run on arrays of the batch's shapes: the copy
+  of the B*K inputs every executor takes when it accepts them, plus, on the
+  threads backend, the copies of each task's coded inputs and outputs (N*B
+  of each), as a share of the master's CPU per batch (``master_cpu_ms``).
 
 A floor (``--floor``) measures, in the same run and without gencc, what the
 process layout alone costs: the same N tasks of B coded inputs a batch,
@@ -115,6 +120,23 @@ def _cost(B, wall, f_s, split_s, cpu, master) -> dict:
             "cpu_ms": 1e3 * cpu, "master_cpu_ms": 1e3 * master, "cpu/f": cpu / f_s}
 
 
+def snapshot_seconds(f, X, B, backend, reps=41) -> float:
+    """Median seconds of the ownership copies of one batch (see the module's docstring)."""
+    inputs = np.resize(X, (B * K, *X.shape[1:])).astype(np.float64)
+    coded = _coded(X, B)
+    outputs = np.asarray(f(coded), dtype=np.float64)
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        np.array(inputs)
+        if backend == "threads":
+            for n in range(N):
+                np.array(coded[n * B:(n + 1) * B])
+                np.array(outputs[n * B:(n + 1) * B])
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
 def f_reference(f, X, B, reps=41) -> tuple[float, float]:
     """Median seconds of f on N*B coded inputs in one call, and in N calls of B (one compute thread)."""
     coded = _coded(X, B)
@@ -158,11 +180,13 @@ def run(backend, scheme, B, X, f_s, split_s, *, seconds, max_in_flight, options)
         ex.shutdown()
     assert n == size * n_batches and tm["batches"] == n_batches
     wall_b, enc, dec = wall / n_batches, tm["encode"] / n_batches, tm["decode"] / n_batches
+    snap = snapshot_seconds(WorkloadFactory("lenet5")(), X, B, label)
     return {
         "backend": label, "scheme": scheme, "B": B, "batches": n_batches,
         **_cost(B, wall_b, f_s, split_s, cpu / n_batches, master / n_batches),
         "encode_ms": 1e3 * enc, "decode_ms": 1e3 * dec, "f_workers_ms": 1e3 * tm["compute"] / n_batches,
         "transport_ms": 1e3 * (wall_b - enc - dec - f_s),
+        "snapshot_ms": 1e3 * snap, "snapshot/master_cpu": snap / (master / n_batches),
     }
 
 
@@ -433,7 +457,7 @@ def main(argv=None):
                                label=" (after)"))
     cols = ["backend", "scheme", "B", "batches", "inputs_per_s", "f_ms", "wall_ms", "own_ms", "own/f", "encode_ms",
             "transport_ms", "decode_ms", "f_workers_ms", "f_split_ms", "own_excl_split/f", "cpu_ms", "master_cpu_ms",
-            "cpu/f"]
+            "cpu/f", "snapshot_ms", "snapshot/master_cpu"]
     print(format_table(rows, cols, title=f"runtime overhead: lenet5, K = {K}, N = {N}, no stragglers, "
                                          f"{os.cpu_count()} cores"))
     paths = [row for B in (int(b) for b in args.map_paths.split(",") if b)

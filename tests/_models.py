@@ -36,3 +36,37 @@ def closes_its_pipes():
             time.sleep(120)
         return X
     return f
+
+
+def reused_output():
+    """f in ``out=`` style: every call writes its answer into one buffer and returns that buffer."""
+    out = {}
+
+    def f(X):
+        X = np.asarray(X, dtype=np.float64)
+        buf = out.get(X.shape)
+        if buf is None:
+            buf = out[X.shape] = np.empty(X.shape)
+        np.multiply(X, np.sin(X), out=buf)
+        return buf
+    return f
+
+
+def in_place():
+    """f that normalises its input in place before computing (x -> 2x, then x sin x)."""
+    def f(X):
+        X *= 2.0
+        return X * np.sin(X)
+    return f
+
+
+def sleeps_on_999():
+    """x sin x, except that an input holding 999 keeps f busy for 120 s (a worker inside f)."""
+    import time
+
+    def f(X):
+        X = np.asarray(X, dtype=np.float64)
+        if np.any(X == 999.0):
+            time.sleep(120)
+        return X * np.sin(X)
+    return f

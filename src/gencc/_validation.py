@@ -45,7 +45,7 @@ def check_probability(value, name: str, *, closed: bool = False) -> float:
     return v
 
 
-def check_batch(X, name: str, n_rows: int | None = None) -> tuple[np.ndarray, tuple]:
+def check_batch(X, name: str, n_rows: int | None = None, copy: bool = False) -> tuple[np.ndarray, tuple]:
     """Check a batch of rows and flatten it.
 
     Parameters
@@ -55,6 +55,9 @@ def check_batch(X, name: str, n_rows: int | None = None) -> tuple[np.ndarray, tu
         Argument name used in error messages.
     n_rows : int, optional
         Required number of rows.
+    copy : bool
+        Return a copy even when X is a float64 array already (the runtime's
+        snapshot of a caller's buffer); otherwise X2 may be a view of X.
 
     Returns
     -------
@@ -64,7 +67,7 @@ def check_batch(X, name: str, n_rows: int | None = None) -> tuple[np.ndarray, tu
     if np.iscomplexobj(X):
         raise TypeError(f"{name} must be real; got a complex array (its imaginary part would be lost)")
     try:
-        arr = np.asarray(X, dtype=np.float64)
+        arr = np.array(X, dtype=np.float64) if copy else np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a numeric array, got {type(X).__name__}: {exc}") from None
     if arr.ndim < 1:

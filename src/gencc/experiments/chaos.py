@@ -142,9 +142,21 @@ def _healthy_rate(scheme, f, X, counts, task, rng) -> float:
     return wrong / max(total, 1)
 
 
+def _refilled(stream):
+    """The inputs of ``stream`` through one reused buffer per shape (a bad input keeps its own)."""
+    buffers = {}
+    for x in stream:
+        buf = buffers.get(x.shape)
+        if buf is None:
+            buf = buffers[x.shape] = np.empty(x.shape)
+        buf[...] = x
+        yield buf
+
+
 def chaos_soak(model, f, scheme, X, *, task="classification", backend="local", n_inputs=10_000, n_wait=None,
                deadline=0.5, timeout=10.0, hang_timeout=1.0, faults=None, signal_every=2.0,
-               bad_input_rate=0.002, seed=0, bound_s=None, progress=False, backend_options=None) -> ChaosReport:
+               bad_input_rate=0.002, seed=0, bound_s=None, progress=False, backend_options=None,
+               refill=True) -> ChaosReport:
     """Stream ``n_inputs`` inputs through ``CodedExecutor.map`` under every fault and account for each.
 
     Parameters
@@ -177,6 +189,11 @@ def chaos_soak(model, f, scheme, X, *, task="classification", backend="local", n
         past it the report says ``finished=False``.
     progress : bool
     backend_options : dict, optional
+    refill : bool
+        Feed the stream as a camera or file reader would: one buffer, refilled
+        with each input as ``map`` asks for the next (an answer computed on
+        another input's data then counts as a disagreement). False: a list
+        of separate arrays.
 
     Returns
     -------
@@ -238,7 +255,8 @@ def chaos_soak(model, f, scheme, X, *, task="classification", backend="local", n
             bar = tqdm(total=n_inputs, desc=f"chaos {backend}", unit="input")
         errors = Counter()
         try:
-            for i, y in enumerate(ex.map(stream, return_exceptions=True, timeout=bound_s)):
+            for i, y in enumerate(ex.map(_refilled(stream) if refill else stream, return_exceptions=True,
+                                         timeout=bound_s)):
                 if isinstance(y, BaseException):
                     errors[type(y).__name__] += 1
                     report.bad_inputs_rejected += int(bad[i] and isinstance(y, InvalidInputError))

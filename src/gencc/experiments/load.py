@@ -159,12 +159,9 @@ def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> 
         pending then is counted lost.
     """
     n = len(X)
-    done_at = np.full(n, np.nan)
+    done_at = np.full(n, np.nan)  # when each future was completed (its ``completed_at``)
     futs: list[Future | None] = [None] * n
     errors = 0
-
-    def stamp(i):
-        return lambda fut: done_at.__setitem__(i, time.monotonic())
 
     start = time.monotonic() + 0.05
     for i in range(n):
@@ -176,7 +173,6 @@ def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> 
         except Exception:  # an explicit error at submission
             errors += 1
             continue
-        fut.add_done_callback(stamp(i))
         futs[i] = fut
     end = time.monotonic() + run_limit
     outputs, answered = None, np.zeros(n, dtype=bool)
@@ -193,6 +189,7 @@ def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> 
             continue
         except Exception as exc:
             errors += 1
+            done_at[i] = fut.completed_at
             why = error_kind(exc)
             reasons[why] = reasons.get(why, 0) + 1
             continue
@@ -201,6 +198,7 @@ def run_open_loop(ex, X: np.ndarray, times: np.ndarray, *, run_limit: float) -> 
             outputs = np.full((n, *y.shape), np.nan)
         outputs[i] = y
         answered[i] = True
+        done_at[i] = fut.completed_at
         said_exact[i], said_untrusted[i] = fut.info.exact, not fut.info.trusted
     lat = np.where(answered, done_at - (start + times), np.nan)
     last = np.nanmax(done_at) if answered.any() else time.monotonic()

@@ -26,6 +26,7 @@ from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import (ON_INSUFFICIENT, PLACEMENTS, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline,
                      assign_idle, decide, early_inputs)
+from .futures import CallbackFuture, when_done
 from .microbatch import decode_stacked, encode_stacked
 from .request import RequestFuture
 from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor, check_input
@@ -227,6 +228,24 @@ class CodedExecutor(StreamingExecutor):
     while it waits in the batching window). ``shutdown(wait=True,
     cancel_futures=False)`` dispatches the requests still in the window and
     lets every pending batch finish (each is bounded by ``timeout``).
+    Done-callbacks run on the executor's callback thread, one after another
+    in completion order, never on the dispatcher: a callback may block, call
+    ``result()`` on another future or call :meth:`shutdown` without stalling
+    or stopping any other batch (:mod:`gencc.runtime.futures`).
+
+    Ownership. The executor copies every input at the moment it accepts it:
+    ``submit`` copies X before it returns, ``submit_one`` copies x, and
+    ``map`` copies each input into its batch's buffer when it reads it from
+    the iterable. The caller may refill or free a buffer as soon as the call
+    returns (or the generator resumes). Every output handed back is the
+    caller's alone: decoded outputs are new arrays, early and exact answers
+    are copies, and the threads backend copies f's output (an f that reuses
+    one output buffer changes no answer already given) and f's input (an f
+    may modify its input in place: the master's coded batch, kept for
+    redispatch, and the caller's array stay as they were). Local worker
+    processes get private copies through the pipe or shared memory, Ray
+    actors a writable copy of the read-only object. f must not keep
+    references to its input across calls and expect them to stay valid.
 
     Examples
     --------
@@ -304,6 +323,7 @@ class CodedExecutor(StreamingExecutor):
         self._lock = threading.Lock()
         self._shutdown_lock = threading.Lock()
         self._shutdown = False
+        self._shut_down = threading.Event()  # set once shutdown has ended every worker
         self._batches: dict[int, BatchState] = {}
         self._counter = itertools.count()
         self._queues = [_WorkerQueue() for _ in range(N)]
@@ -322,12 +342,12 @@ class CodedExecutor(StreamingExecutor):
                 lambda X, on_early=None, opened=None: self._submit_batch(X, closing_ok=True, on_early=on_early,
                                                                          opened=opened),
                 self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window, _DirectDispatch(self),
-                column_window=self.column_window)
+                column_window=self.column_window, callbacks=self._callbacks)
         else:
             self._batcher = RequestBatcher(lambda X, on_early=None: self._submit_batch(X, closing_ok=True,
                                                                                       on_early=on_early),
                                            self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window,
-                                           early=bool(self._direct))
+                                           early=bool(self._direct), callbacks=self._callbacks)
         log.info("executor started", extra={"backend": self._backend.name, "n_workers": N,
                                             "scheme": type(scheme).__name__})
 
@@ -368,7 +388,7 @@ class CodedExecutor(StreamingExecutor):
         with self._shutdown_lock:
             if self._shutdown:
                 raise RuntimeError("cannot submit to an executor that was shut down")
-        return self._submit_batch(X, closing_ok=False)
+        return self._submit_batch(X, closing_ok=False, copy=True)
 
     def submit_one(self, x) -> RequestFuture:
         """Submit a single input; it is coded with others in a micro-batch.
@@ -410,13 +430,14 @@ class CodedExecutor(StreamingExecutor):
                 raise RuntimeError("cannot submit to an executor that was shut down")
         return self._put_request(x)
 
-    def _submit_batch(self, X, *, closing_ok: bool, on_early=None, opened=None) -> Future:
-        """Encode and dispatch; ``closing_ok`` lets shutdown's final flush through;
+    def _submit_batch(self, X, *, closing_ok: bool, on_early=None, opened=None, copy=False) -> Future:
+        """Encode and dispatch; ``copy`` X first unless it is the executor's own already (the batcher's
+        stacked rows, ``map``'s batch buffer); ``closing_ok`` lets shutdown's final flush through;
         ``on_early(rows, outputs, batch)`` is called (dispatcher thread, no lock held)
         with the rows of X answered early, their outputs, shape (len(rows), *out_shape), and the batch's index;
         ``opened``: the (index, plan) taken by :meth:`_open_batch` (direct dispatch)."""
         K = self.scheme.n_inputs
-        X2, in_shape = check_batch(X, "X")  # real, finite, at least one row
+        X2, in_shape = check_batch(X, "X", copy=copy)  # real, finite
         rows = X2.shape[0]
         X = X2.reshape((rows, *in_shape))
         if rows % K or rows // K > self.micro_batch:
@@ -426,7 +447,7 @@ class CodedExecutor(StreamingExecutor):
         t0 = time.monotonic()
         coded = encode_stacked(self.scheme, X, B)
         t1 = time.monotonic()
-        fut: Future = Future()
+        fut = CallbackFuture(self._callbacks)
         fut.set_running_or_notify_cancel()
         with self._lock:
             if (self._shutdown and not closing_ok) or self._sealed:  # shut down while encoding
@@ -464,7 +485,7 @@ class CodedExecutor(StreamingExecutor):
                 raise RuntimeError("cannot submit to an executor that was shut down")
             b = self._batches.get(index)
             if b is None:
-                fut: Future = Future()
+                fut = CallbackFuture(self._callbacks)
                 fut.set_running_or_notify_cancel()
                 b = BatchState(index, np.zeros((self.scheme.n_workers, *Xk.shape)), plan, None, fut, 0.0,
                                size=Xk.shape[0])
@@ -540,7 +561,8 @@ class CodedExecutor(StreamingExecutor):
             bar = tqdm(desc="gencc map", unit="input")
         pending: deque = deque()  # per input, in order: an exception, or [batch future (or its
         # InvalidInputError), row, early answers]
-        chunk: list[np.ndarray] = []
+        chunk = None  # the next batch's buffer, shape (size, *in_shape): each input is copied in when read
+        n_chunk = 0
         chunk_refs: list[list] = []
         chunk_index: list[int] = []
         rows_left: dict = {}  # batch future -> its inputs not yet yielded (len: batches in flight)
@@ -571,8 +593,8 @@ class CodedExecutor(StreamingExecutor):
                 if self._shutdown:
                     raise RuntimeError("cannot submit to an executor that was shut down")
             fut = self._submit_batch(stacked, closing_ok=False, on_early=early.update_rows)
-            fut.add_done_callback(early.wake)
-            fut.add_done_callback(ended.add)
+            when_done(fut, early.wake)  # the runtime's bookkeeping: in the dispatcher, no thread hop
+            when_done(fut, ended.add)
             rows_left[fut] = n_real
             for row, ref in enumerate(refs):
                 ref[0], ref[1] = fut, row
@@ -687,18 +709,21 @@ class CodedExecutor(StreamingExecutor):
                         pending.append(exc)
                         x = None
                 if x is not None:
-                    chunk.append(x)
-                    ref = [None, len(chunk) - 1, {}]  # batch future, row, early answers
+                    if chunk is None:
+                        chunk = np.empty((size, *in_shape))
+                    chunk[n_chunk] = x  # the snapshot: the caller may refill x once the generator resumes
+                    ref = [None, n_chunk, {}]  # batch future, row, early answers
+                    n_chunk += 1
                     chunk_refs.append(ref)
                     chunk_index.append(index)
                     pending.append(ref)
-                    if len(chunk) == size:
-                        flush(np.stack(chunk), chunk_refs, chunk_index)
-                        chunk, chunk_refs, chunk_index = [], [], []
+                    if n_chunk == size:
+                        flush(chunk, chunk_refs, chunk_index)
+                        chunk, n_chunk, chunk_refs, chunk_index = None, 0, [], []
                 for value in drain_ready():
                     yield emit(value)
-            if chunk:
-                flush(np.stack(chunk), chunk_refs, chunk_index)
+            if n_chunk:
+                flush(chunk[:n_chunk], chunk_refs, chunk_index)
             while pending:
                 for value in drain_run():
                     yield emit(value)
@@ -719,29 +744,46 @@ class CodedExecutor(StreamingExecutor):
         cancel_futures : bool
             Cancel the requests in the window and fail pending batches at
             once, even with ``wait``.
+
+        Notes
+        -----
+        Safe from any thread, a future's done-callback included (callbacks
+        run on the executor's callback thread, not its dispatcher): every
+        pending future is resolved and every worker ended either way. A
+        second call returns once the first has ended the workers.
         """
         with self._shutdown_lock:
-            if self._shutdown:
-                return
-            self._shutdown = True
-        # requests still in the batching window: dispatched (wait) or cancelled
-        self._batcher.close(flush=wait and not cancel_futures)
-        if wait and not cancel_futures:
+            first, self._shutdown = not self._shutdown, True
+        if not first:  # another thread shuts down: wait for it, unless this is a callback it waits for
+            if not self._callbacks.is_current():
+                self._shut_down.wait(timeout=self.timeout + 30.0)
+            return
+        dispatcher = threading.current_thread() is self._thread  # (a backend's code): nothing can end there
+        try:
+            # requests still in the batching window: dispatched (wait) or cancelled
+            self._batcher.close(flush=wait and not cancel_futures)
+            if wait and not cancel_futures and not dispatcher:
+                with self._lock:
+                    futures = [b.future for b in self._batches.values()]
+                for fut in futures:  # each ends by its batch timeout, fired by the dispatcher
+                    try:
+                        fut.exception(timeout=self.timeout + 5.0)
+                    except TimeoutError:
+                        break
             with self._lock:
-                futures = [b.future for b in self._batches.values()]
-            for fut in futures:  # each ends by its batch timeout, fired by the dispatcher
-                try:
-                    fut.exception(timeout=self.timeout + 5.0)
-                except TimeoutError:
-                    break
-        with self._lock:
-            self._sealed = True
-        self._stop.set()
-        self._thread.join(timeout=10)
-        with self._lock:
-            settle = [self._fail(b, "executor shut down") for b in list(self._batches.values())]
-        _settle(settle)
-        self._backend.shutdown()
+                self._sealed = True
+            self._stop.set()
+            if not dispatcher:
+                self._thread.join(timeout=10)
+            with self._lock:
+                settle = [self._fail(b, "executor shut down") for b in list(self._batches.values())]
+            _settle(settle)
+        finally:  # whatever failed above, no worker outlives the executor
+            try:
+                self._backend.shutdown()
+            finally:
+                self._callbacks.close()
+                self._shut_down.set()
         log.info("executor shut down", extra={"stats": dict(self.stats)})
 
     # -- dispatcher: moves events, asks `decide` what to do -------------------

@@ -32,6 +32,7 @@ from ..errors import BatchFailedError, InvalidInputError
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import PLACEMENTS, AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
+from .futures import CallbackFuture
 from .request import EXACT, AnswerInfo, RequestFuture
 from .stream import RequestBatcher, StreamingExecutor
 
@@ -161,13 +162,16 @@ class HedgedExecutor(StreamingExecutor):
         self._lock = threading.Lock()
         self._reqs: dict[int, _Request] = {}
         self._counter = itertools.count()
-        self._shutdown = False
+        self._closing = False  # shutdown began: no new request (the window's still go out)
+        self._shutdown = False  # the window flushed: nothing more is sent
         self._stop = threading.Event()
         self.stats = Counter()
         self._thread = threading.Thread(target=self._loop, name="gencc-hedged", daemon=True)
         self._thread.start()
         self._init_stream()
-        self._batcher = RequestBatcher(self.submit, self.micro_batch, 1, self.batch_window)
+        self._batcher = RequestBatcher(lambda X: self._submit(X, copy=False), self.micro_batch, 1,
+                                       self.batch_window, callbacks=self._callbacks)
+        self._shut_down = threading.Event()  # set once shutdown has ended every worker
 
     # -- public API -----------------------------------------------------------
     def submit(self, X) -> Future:
@@ -178,12 +182,19 @@ class HedgedExecutor(StreamingExecutor):
         concurrent.futures.Future
             Resolves to a :class:`HedgedResult`, or raises :class:`BatchFailedError`.
         """
-        X2, in_shape = check_batch(X, "X")  # real, finite, at least one row
+        with self._lock:
+            if self._closing:
+                raise RuntimeError("cannot submit to an executor that was shut down")
+        return self._submit(X, copy=True)
+
+    def _submit(self, X, copy: bool) -> Future:
+        """:meth:`submit`; ``copy`` X unless it is the executor's own (the batcher's stacked rows)."""
+        X2, in_shape = check_batch(X, "X", copy=copy)  # real, finite, at least one row
         X = X2.reshape((X2.shape[0], *in_shape))
         if not 1 <= X.shape[0] <= self.micro_batch:
             raise ValueError(f"X must have shape (B, *in_shape) with 1 <= B <= micro_batch = {self.micro_batch}, "
                              f"got shape {X.shape}")
-        fut: Future = Future()
+        fut = CallbackFuture(self._callbacks)
         fut.set_running_or_notify_cancel()
         with self._lock:
             if self._shutdown:
@@ -215,7 +226,7 @@ class HedgedExecutor(StreamingExecutor):
             After :meth:`shutdown`.
         """
         with self._lock:
-            if self._shutdown:
+            if self._closing:
                 raise RuntimeError("cannot submit to an executor that was shut down")
         return self._put_request(x)
 
@@ -239,28 +250,43 @@ class HedgedExecutor(StreamingExecutor):
 
     def shutdown(self, wait: bool = True):
         """Stop: dispatch the requests in the window (``wait``), let pending ones end (each within
-        ``timeout``), then stop the workers; what is still pending fails."""
-        if self._shutdown:
+        ``timeout``), then stop the workers; what is still pending fails.
+
+        Safe from any thread, a future's done-callback included (callbacks run on the executor's
+        callback thread); a second call returns once the first has ended the workers."""
+        with self._lock:
+            first, self._closing = not self._closing, True
+        if not first:
+            if not self._callbacks.is_current():
+                self._shut_down.wait(timeout=self.timeout + 30.0)
             return
-        self._batcher.close(flush=wait)
-        with self._lock:
-            self._shutdown = True
-            futs = [r.future for r in self._reqs.values()]
-        if wait:
-            for f in futs:
-                try:
-                    f.exception(timeout=self.timeout + 5.0)
-                except TimeoutError:
-                    break
-        self._stop.set()
-        self._thread.join(timeout=10)
-        with self._lock:
-            left = list(self._reqs.values())
-            self._reqs.clear()
-        for r in left:
-            if not r.future.done():
-                r.future.set_exception(BatchFailedError(r.index, {}, 0, 1, "executor shut down"))
-        self._backend.shutdown()
+        dispatcher = threading.current_thread() is self._thread
+        try:
+            self._batcher.close(flush=wait)
+            with self._lock:
+                self._shutdown = True
+                futs = [r.future for r in self._reqs.values()]
+            if wait and not dispatcher:
+                for f in futs:
+                    try:
+                        f.exception(timeout=self.timeout + 5.0)
+                    except TimeoutError:
+                        break
+            self._stop.set()
+            if not dispatcher:
+                self._thread.join(timeout=10)
+            with self._lock:
+                left = list(self._reqs.values())
+                self._reqs.clear()
+            for r in left:
+                if not r.future.done():
+                    r.future.set_exception(BatchFailedError(r.index, {}, 0, 1, "executor shut down"))
+        finally:  # whatever failed above, no worker outlives the executor
+            try:
+                self._backend.shutdown()
+            finally:
+                self._callbacks.close()
+                self._shut_down.set()
 
     # -- dispatcher -------------------------------------------------------------
     def _send_copy(self, req, now) -> bool:

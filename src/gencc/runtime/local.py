@@ -10,6 +10,7 @@ import multiprocessing as mp
 import os
 import pickle
 import selectors
+import signal
 import struct
 import sys
 import threading
@@ -55,6 +56,18 @@ def unframe(buf: bytearray) -> list:
     return out
 
 
+def _start_time(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (Linux ``/proc``), or None if it is gone
+    (or the system has no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()  # after the command name, which may hold spaces
+    return int(fields[19]) if fields[0] != b"Z" else None  # field 22 of proc(5); a zombie is gone
+
+
 def _widen(fd):
     """Let the pipe hold up to 1 MiB (Linux; 64 KiB by default) where the system allows: a large task
     then takes a few writes, each after a wake-up of the poll, not one per 64 KiB."""
@@ -77,12 +90,13 @@ class _Incarnation:
         tasks_r, tasks_w = ctx.Pipe(duplex=False)
         events_r, events_w = ctx.Pipe(duplex=False)
         self.worker, self.generation = worker, generation
-        self.proc = ctx.Process(target=worker_main, args=(tasks_r, events_w, factory, worker, threads),
+        self.proc = ctx.Process(target=worker_main, args=(tasks_r, events_w, factory, worker, threads, os.getpid()),
                                 name=f"gencc-worker-{worker}", daemon=True)
         self.proc.start()
         tasks_r.close()
         events_w.close()
         self.pid = self.proc.pid
+        self._started = _start_time(self.pid)  # tells this process from a later one given its pid
         self._tasks_w, self._events_r = tasks_w, events_r
         self.write_fd, self.read_fd = tasks_w.fileno(), events_r.fileno()
         os.set_blocking(self.write_fd, False)
@@ -96,6 +110,17 @@ class _Incarnation:
         self.closed_at: float | None = None  # when its events pipe closed (the process is ending)
         self.arena: Arena | None = None  # created at this worker's first large task
         self._arena_lock = threading.Lock()
+
+    def kill(self):
+        """SIGKILL the process, also when its parent (the forkserver) is gone and
+        ``multiprocessing`` can no longer tell whether it runs."""
+        if self.proc.is_alive():
+            self.proc.kill()
+        elif self._started is not None and _start_time(self.pid) == self._started:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:  # ended meanwhile
+                pass
 
     def send(self, msg) -> bool:
         """Write ``msg`` now, as far as the pipe takes it; False if the worker is gone or ``msg``
@@ -465,8 +490,7 @@ class LocalBackend:
                 return
             old = self._workers[w]
             if old is not None:  # SIGKILL works on a stopped process too; the poll sees its pipe close
-                if old.proc.is_alive():
-                    old.proc.kill()
+                old.kill()
                 self._close_tasks(old)
             self._restarts[w] += 1
             self._spawn(w)
@@ -508,5 +532,6 @@ class LocalBackend:
             if inc.proc.is_alive():
                 inc.proc.kill()
                 inc.proc.join(timeout=2)
+            inc.kill()  # one whose forkserver is gone: multiprocessing cannot tell it still runs
             inc.close_events()
             inc.close_arena()

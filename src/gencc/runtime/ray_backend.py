@@ -9,6 +9,8 @@ import asyncio
 import os
 import time
 
+import numpy as np
+
 from .events import TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
 from .faults import run_faulty
 from .ray_loopback import loopback_ray_init
@@ -25,6 +27,7 @@ class _RayWorker:
     def __init__(self, factory, threads):
         set_threads(threads)
         self.f = build_model(factory)
+        set_threads(threads)  # torch, if the model imported it
 
     def ready(self):
         return os.getpid()
@@ -33,7 +36,8 @@ class _RayWorker:
         start = time.monotonic()
         if task.fault.delay:
             await asyncio.sleep(task.fault.delay)
-        y = run_faulty(lambda: compute(self.f, task.x, task.stacked), task.fault)
+        # the input is a read-only view of the object store: f gets a copy it may modify
+        y = run_faulty(lambda: compute(self.f, task.x, task.stacked, copy_input=True), task.fault)
         return y, time.monotonic() - start
 
 
@@ -161,7 +165,8 @@ class RayBackend:
                 continue
             try:
                 y, secs = ray.get(ref)
-                events.append(TaskResult(w, batch, slot, y, secs))
+                # a copy: from the object store, ray.get gives a read-only view it may hold
+                events.append(TaskResult(w, batch, slot, np.array(y), secs))
             except ray.exceptions.RayActorError as exc:
                 self._generation[w] += 1  # drop the rest of the dead actor's tasks: the executor erases them
                 events.append(WorkerDied(w, f"actor died: {type(exc).__name__}"))

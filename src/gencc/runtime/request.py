@@ -11,8 +11,10 @@ as many results as the scheme trusts.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import InvalidStateError
 from dataclasses import dataclass
+
+from .futures import CallbackFuture, CallbackThread
 
 __all__ = ["AnswerInfo", "RequestFuture"]
 
@@ -55,8 +57,16 @@ class AnswerInfo:
 EXACT = AnswerInfo(exact=True, error_estimate=0.0)
 
 
-class RequestFuture(Future):
+class RequestFuture(CallbackFuture):
     """The future of one request: a :class:`concurrent.futures.Future` with :attr:`info`.
+
+    Its done-callbacks run on the executor's callback thread
+    (:class:`~gencc.runtime.futures.CallbackFuture`), never on its dispatcher.
+
+    Parameters
+    ----------
+    callbacks : CallbackThread, optional
+        The executor's callback thread.
 
     Attributes
     ----------
@@ -77,8 +87,8 @@ class RequestFuture(Future):
     (True, 0.0)
     """
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, callbacks: CallbackThread | None = None):
+        super().__init__(callbacks)
         self.info: AnswerInfo | None = None
         self._answer_lock = threading.Lock()  # the info and the result it describes, set together
 

@@ -11,6 +11,9 @@ through the pipe; the worker reads the block (:class:`ArenaView`).
 A block is freed when its task ends (the worker's result, error or
 cancellation has arrived), so the master never writes over inputs a worker
 may still read. A worker that dies or is replaced takes its arena with it.
+The worker removes the segment's name from ``/dev/shm`` as soon as it has
+mapped it: from then on the memory lives exactly as long as the two
+mappings, and nothing is left behind when either process is killed.
 When a task does not fit (the arena is full of unfinished tasks, or the task
 is larger than half the arena), it goes through the pipe as before: the
 arena is a fast path, never a condition for progress.
@@ -23,7 +26,7 @@ import mmap
 import os
 import threading
 from dataclasses import dataclass
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
@@ -136,8 +139,8 @@ class Arena:
             self._shm.close()
             try:
                 self._shm.unlink()
-            except FileNotFoundError:  # pragma: no cover - already gone
-                pass
+            except FileNotFoundError:  # the worker unlinked the name once it had mapped it
+                resource_tracker.unregister(self._shm._name, "shared_memory")
 
 
 class ArenaView:
@@ -159,6 +162,12 @@ class ArenaView:
                 self._map = mmap.mmap(fd, os.fstat(fd).st_size, prot=mmap.PROT_READ)
             finally:
                 os.close(fd)
+            # both sides have it mapped now: the name can go, so that no segment outlives its
+            # users, however the master ends (the memory lasts until the last mapping goes)
+            try:
+                os.unlink(path)
+            except OSError:  # pragma: no cover - the master closed the arena meanwhile
+                pass
             self._buf = memoryview(self._map)
         else:  # pragma: no cover - platforms without /dev/shm
             self._map = shared_memory.SharedMemory(name=name)

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._validation import check_nonnegative
 from ..errors import InvalidInputError, MissingOutputsError
+from .futures import CallbackThread, when_done
 from .request import AnswerInfo, RequestFuture
 
 __all__ = ["ColumnBatcher", "RequestBatcher", "StreamingExecutor", "check_input", "column_due", "column_row", "due",
@@ -123,8 +124,10 @@ class RequestBatcher:
     while the request still waits in the window).
     """
 
-    def __init__(self, dispatch, capacity: int, K: int, window: float, early: bool = False):
+    def __init__(self, dispatch, capacity: int, K: int, window: float, early: bool = False,
+                 callbacks: CallbackThread | None = None):
         self._dispatch = dispatch
+        self.callbacks = callbacks
         self.early = early
         self.capacity, self.K, self.window = capacity, K, window
         self._cond = threading.Condition()
@@ -138,7 +141,7 @@ class RequestBatcher:
 
     def put(self, x: np.ndarray) -> RequestFuture:
         """Queue one checked request; returns its future (pending until dispatched)."""
-        fut = RequestFuture()
+        fut = RequestFuture(self.callbacks)
         batch = None
         with self._cond:
             if self._closed:
@@ -184,7 +187,7 @@ class RequestBatcher:
             batch = self._take()
             self._cond.notify_all()
         thread = self._thread
-        if thread is not None:
+        if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=timeout)
         if not batch:
             return
@@ -252,7 +255,7 @@ class RequestBatcher:
             return
         self.batches += 1
         self.partial += partial
-        bfut.add_done_callback(lambda bf: _resolve(bf, futures))
+        when_done(bfut, lambda bf: _resolve(bf, futures))
 
 
 class _OpenBatch:
@@ -317,8 +320,9 @@ class ColumnBatcher(RequestBatcher):
     stays) and is computed; its future stays cancelled.
     """
 
-    def __init__(self, dispatch, capacity: int, K: int, window: float, direct, column_window: float | None = None):
-        super().__init__(dispatch, capacity, K, window, early=True)
+    def __init__(self, dispatch, capacity: int, K: int, window: float, direct, column_window: float | None = None,
+                 callbacks: CallbackThread | None = None):
+        super().__init__(dispatch, capacity, K, window, early=True, callbacks=callbacks)
         self.direct = direct
         self.B = capacity // K
         self.column_window = column_window
@@ -425,7 +429,7 @@ class ColumnBatcher(RequestBatcher):
                 bfut.set_exception(exc)
             self.batches += 1
             self.partial += partial
-            bfut.add_done_callback(lambda bf: _resolve(bf, ob.futs))
+            when_done(bfut, lambda bf: _resolve(bf, ob.futs))
 
     def _cancel(self, ob):
         """Cancel the requests still waiting; those of columns already sent end with the batch."""
@@ -437,7 +441,7 @@ class ColumnBatcher(RequestBatcher):
                 if fut is not None and ob.live[r] is None:
                     fut.cancel()
             if ob.future is not None:
-                ob.future.add_done_callback(lambda bf: _resolve(bf, ob.futs))
+                when_done(ob.future, lambda bf: _resolve(bf, ob.futs))
 
 
 def _answer_early(futures: list[RequestFuture], rows, outputs, batch):
@@ -474,7 +478,10 @@ def _resolve(batch_future: Future, futures: list[RequestFuture]):
 
 
 def check_input(x, index, in_shape):
-    """One input as float64 with its shape, or an InvalidInputError naming it.
+    """One input as a float64 copy of its own, with its shape, or an InvalidInputError naming it.
+
+    The copy is the executor's snapshot of the input at the moment it is
+    accepted: a caller may refill or free ``x`` as soon as this returns.
 
     Parameters
     ----------
@@ -487,7 +494,7 @@ def check_input(x, index, in_shape):
     if np.iscomplexobj(x):
         raise InvalidInputError(f"input {index} is complex; f is computed on real inputs", index=index)
     try:
-        arr = np.asarray(x, dtype=np.float64)
+        arr = np.array(x, dtype=np.float64)  # a copy, whatever x is (an ndarray, a view, a tensor)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"input {index} is not a numeric array: {exc}", index=index) from None
     if in_shape is not None and arr.shape != in_shape:
@@ -511,6 +518,7 @@ class StreamingExecutor:
         self._stream_lock = threading.Lock()
         self._stream_shape = None  # in_shape of the first request given to submit_one
         self._stream_count = itertools.count()
+        self._callbacks = CallbackThread()  # where the futures' done-callbacks run
 
     def _put_request(self, x) -> RequestFuture:
         """Check one request and queue it; a bad one gets an already-failed future
@@ -521,7 +529,7 @@ class StreamingExecutor:
             try:
                 arr, shape = check_input(x, index, self._stream_shape)
             except InvalidInputError as exc:
-                fut = RequestFuture()
+                fut = RequestFuture(self._callbacks)
                 fut.set_running_or_notify_cancel()
                 fut.set_exception(exc)
                 return fut

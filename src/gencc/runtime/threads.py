@@ -1,8 +1,10 @@
 """The threads backend: N worker threads in this process, for models that release the GIL.
 
 No pickling, no pipes, no process start-up: a task is a reference to a slice
-of the coded array, and a result a reference to f's output. The price is
-isolation: a worker thread shares the process with the master.
+of the coded array, and a result f's output. The price is isolation: a worker
+thread shares the process with the master, so each task's input and output
+are copied (f may modify its input, or return a buffer it reuses), where a
+process gets its own copies from the pipe.
 """
 
 from __future__ import annotations
@@ -129,7 +131,10 @@ class _WorkerThread:
                     self._put(TaskCancelled(self.worker, task.batch, task.slot))
                     continue
                 try:
-                    y = run_faulty(lambda: compute(f, task.x, task.stacked), task.fault,
+                    # copies both ways: the input is a view of the master's coded array (kept for
+                    # redispatch), the output may be a buffer f reuses on its next call
+                    y = run_faulty(lambda: compute(f, task.x, task.stacked, copy_input=True, copy_output=True),
+                                   task.fault,
                                    orphaned=lambda: self.abandoned, exit=_exit)
                     self._put(TaskResult(self.worker, task.batch, task.slot, y, _now() - start))
                 except Exception as exc:  # an erasure for the master, not the end of this worker

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import select
+import signal
+import sys
+import threading
 import time
 import traceback
 
@@ -25,13 +30,9 @@ def build_model(factory):
         if not attr:
             raise ValueError(f"model path must look like 'package.module:factory', got {factory!r}")
         factory = getattr(importlib.import_module(mod), attr)
-    try:
-        import torch
-
-        if isinstance(factory, torch.nn.Module):
-            return _TorchFunction(factory)
-    except ImportError:  # pragma: no cover - torch is optional
-        pass
+    torch = sys.modules.get("torch")  # a torch module as factory has imported torch: no import for others
+    if torch is not None and isinstance(factory, torch.nn.Module):
+        return _TorchFunction(factory)
     model = factory()
     if not callable(model):
         raise TypeError(f"the model factory must return a callable f(X), got {type(model).__name__}")
@@ -55,19 +56,22 @@ class _TorchFunction:
 
 
 def set_threads(threads: int | None):
-    """Limit a worker's compute threads (OpenMP and torch)."""
+    """Limit a worker's compute threads (OpenMP and torch).
+
+    Torch is told only if it is imported already (importing it costs about
+    1.5 s of a worker's start for models that never use it); torch imported
+    later reads ``OMP_NUM_THREADS``, and callers call this again after
+    building the model."""
     if not threads:
         return
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
         torch.set_num_threads(threads)
-    except ImportError:  # pragma: no cover
-        pass
 
 
-def compute(f, x: np.ndarray, stacked: bool = False) -> np.ndarray:
+def compute(f, x: np.ndarray, stacked: bool = False, *, copy_input: bool = False,
+            copy_output: bool = False) -> np.ndarray:
     """Run f on one task's coded inputs.
 
     Parameters
@@ -77,17 +81,78 @@ def compute(f, x: np.ndarray, stacked: bool = False) -> np.ndarray:
     x : ndarray, shape (B, *in_shape) if ``stacked``, else in_shape
         The task's B coded inputs (micro-batching), or its one coded input.
     stacked : bool
+    copy_input : bool
+        Give f a copy of x: where x is shared with the master (threads) or
+        read-only (Ray's object store), so that f may modify its input.
+    copy_output : bool
+        Copy f's output: where it reaches the master by reference (threads),
+        so that an f reusing one output buffer changes no answer given.
 
     Returns
     -------
     ndarray, shape (B, *out_shape) if ``stacked``, else out_shape; float64
     """
-    if stacked:
-        return np.asarray(f(x), dtype=np.float64)
-    return np.asarray(f(x[None]), dtype=np.float64)[0]
+    x = np.array(x) if copy_input else x
+    y = f(x if stacked else x[None])
+    y = np.array(y, dtype=np.float64) if copy_output else np.asarray(y, dtype=np.float64)
+    return y if stacked else y[0]
 
 
-def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | None):
+def die_with_parent() -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``).
+
+    A local worker's parent is the forkserver: killed, it takes its workers
+    with it, even one inside a long f, and the master restarts them through
+    a fresh one. (The forkserver outlives the master while any of its
+    children runs, so the master's own death is :func:`watch_master`'s.)
+    Returns whether the request was made (False elsewhere than Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return False
+
+
+def watch_master(master: int) -> threading.Thread:
+    """Start a daemon thread that SIGKILLs this process as soon as process ``master`` ends.
+
+    It waits on a pidfd (Linux >= 5.3: woken by the exit itself, no polling),
+    else checks every 0.2 s. A worker busy inside f therefore ends with the
+    master however the master ends (SIGKILL, OOM kill), where the task loop
+    alone would notice only after f returned."""
+    def watch():
+        try:
+            fd = os.pidfd_open(master)
+        except ProcessLookupError:
+            fd = None  # gone already
+        except (AttributeError, OSError):  # no pidfd here: poll
+            while _alive(master):
+                time.sleep(0.2)
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="gencc-master-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - a pid reused by another user's process
+        return False
+    return True
+
+
+def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | None, master: int | None = None):
     """Process entry point of a local worker.
 
     Reads ``("task", Task)``, ``("cancel", batch)``, ``("arena", name)`` (the
@@ -95,16 +160,23 @@ def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | No
     inputs refer to) and ``("stop",)`` from ``tasks_in``; writes
     ``("ready", pid)`` once the model is built, then one TaskResult,
     TaskError or TaskCancelled per task to ``events_out``, in task order. Exits when told to stop or when the master is gone.
+
+    The worker dies with its parent, the forkserver (:func:`die_with_parent`),
+    and with the master, pid ``master`` (:func:`watch_master`), wherever it is.
     """
+    die_with_parent()
+    parent = os.getppid()
+    if master is not None:
+        watch_master(master)
     set_threads(threads)
     try:
         f = build_model(factory)
     except BaseException:  # report and stop: the executor fails construction with this text
         events_out.send(("init_error", traceback.format_exc()))
         return
+    set_threads(threads)  # torch, if the model imported it
     events_out.send(("ready", os.getpid()))
     queue, cancelled = [], set()
-    parent = os.getppid()
     arena = None  # this process's view of the master's shared memory, once it sends one
 
     def orphaned() -> bool:
