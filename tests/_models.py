@@ -70,3 +70,16 @@ def sleeps_on_999():
             time.sleep(120)
         return X * np.sin(X)
     return f
+
+
+def slow_on_555():
+    """x sin x, 1 s late on an input above 100 in size (an input holding 555, or a coded input
+    made from one): time for a test to act while its batch runs."""
+    import time
+
+    def f(X):
+        X = np.asarray(X, dtype=np.float64)
+        if np.any(np.abs(X) > 100.0):
+            time.sleep(1.0)
+        return X * np.sin(X)
+    return f

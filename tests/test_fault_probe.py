@@ -116,12 +116,19 @@ def test_every_answer_is_f_of_its_own_input_under_every_buffer_pattern(backend, 
 
 # -- callbacks off the dispatcher -------------------------------------------------------------------
 def _executors_for_callbacks():
-    return [("coded", lambda b: CodedExecutor("_models:xsinx", gencc.GCC(4, 6), b, timeout=20,
+    # f takes 1 s on an input holding 555: the first batch is still running when its callback is added
+    return [("coded", lambda b: CodedExecutor("_models:slow_on_555", gencc.GCC(4, 6), b, timeout=20,
                                               backend_options=_opts(b))),
-            ("hedged", lambda b: HedgedExecutor("_models:xsinx", 3, b, timeout=20, backend_options=_opts(b)))]
+            ("hedged", lambda b: HedgedExecutor("_models:slow_on_555", 3, b, timeout=20, backend_options=_opts(b)))]
 
 
-@pytest.mark.parametrize("backend", ["local", "threads"])
+def _slow(X):
+    X = X.copy()
+    X[0, 0] = 555.0
+    return X
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name, make", _executors_for_callbacks(), ids=["coded", "hedged"])
 def test_a_blocking_callback_stalls_no_other_future(backend, name, make):
     release = threading.Event()
@@ -133,7 +140,7 @@ def test_a_blocking_callback_stalls_no_other_future(backend, name, make):
 
     X = np.stack([_x(i) for i in range(4 if name == "coded" else 1)])
     with make(backend) as ex:
-        first = ex.submit(X)
+        first = ex.submit(_slow(X))
         first.add_done_callback(blocks)
         first.result(timeout=30)
         try:
@@ -147,25 +154,26 @@ def test_a_blocking_callback_stalls_no_other_future(backend, name, make):
     assert where == ["gencc-callbacks"]
 
 
-@pytest.mark.parametrize("backend", ["local", "threads"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name, make", _executors_for_callbacks(), ids=["coded", "hedged"])
 def test_shutdown_from_a_done_callback_resolves_every_future_and_ends_every_worker(backend, name, make):
     X = np.stack([_x(i) for i in range(4 if name == "coded" else 1)])
-    errors = []
+    errors, where = [], []
     threads_before = set(threading.enumerate())
     ex = make(backend)
     pids = [p for p in ex.backend.pids if p] if backend == "local" else []
 
     def stop(fut):
+        where.append(threading.current_thread().name)
         try:
             ex.shutdown()
         except BaseException as exc:  # noqa: BLE001 - the test asserts there is none
             errors.append(exc)
 
-    first = ex.submit(X)
+    first = ex.submit(_slow(X))
+    first.add_done_callback(stop)
     others = [ex.submit(X + 0.01 * j) for j in range(1, 4)]
     requests = [ex.submit_one(X[0] + 0.5), ex.submit_one(X[0] + 0.6)]
-    first.add_done_callback(stop)
     first.result(timeout=30)
     for fut in others + requests:  # each answered or failed, none left waiting
         try:
@@ -173,7 +181,7 @@ def test_shutdown_from_a_done_callback_resolves_every_future_and_ends_every_work
         except BatchFailedError:
             pass
     ex.shutdown()  # a second call returns once the first has ended the workers
-    assert errors == []
+    assert errors == [] and where == ["gencc-callbacks"]
     def left():
         return [p for p in pids if process_alive(p)] + [t.name for t in set(threading.enumerate()) - threads_before]
 
@@ -186,9 +194,11 @@ def test_shutdown_from_a_done_callback_resolves_every_future_and_ends_every_work
 
 
 # -- nothing outlives its owner ---------------------------------------------------------------------
-def _shm() -> set:
+def _shm(pid=None) -> set:
+    """The executors' shared-memory segments in /dev/shm (of master ``pid``, else of any)."""
+    prefix = "gencc_" if pid is None else f"gencc_{pid}_"
     try:
-        return set(os.listdir("/dev/shm"))
+        return {n for n in os.listdir("/dev/shm") if n.startswith(prefix)}
     except FileNotFoundError:  # pragma: no cover
         return set()
 
@@ -230,7 +240,7 @@ _MASTER = textwrap.dedent("""
     from gencc.runtime import CodedExecutor
     ex = CodedExecutor("_models:sleeps_on_999", gencc.Replication(4, 6), "local", timeout=300,
                        backend_options={"shared_min_bytes": 0})
-    ex.submit(np.full((4, 2000), 1.0)).result(timeout=60)  # every worker has mapped its arena
+    ex.submit(np.full((4, 2000), 1.0)).result(timeout=60)  # the workers have arenas
     ex.submit(np.full((4, 2000), 999.0))  # every worker now inside f for 120 s
     print(" ".join(map(str, ex.backend.pids)), flush=True)
     time.sleep(300)
@@ -239,7 +249,6 @@ _MASTER = textwrap.dedent("""
 
 @linux_only
 def test_a_killed_master_leaves_no_worker_and_no_shared_memory():
-    shm_before = _shm()
     proc = subprocess.Popen([sys.executable, "-c", _MASTER], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", "")})
     try:
@@ -255,9 +264,9 @@ def test_a_killed_master_leaves_no_worker_and_no_shared_memory():
             proc.kill()
     assert _gone(family), f"left running: {sorted(p for p in family if process_alive(p))}"
     deadline = time.monotonic() + 5
-    while _shm() - shm_before and time.monotonic() < deadline:
+    while _shm(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _shm() - shm_before
+    assert not _shm(proc.pid)
 
 
 @linux_only

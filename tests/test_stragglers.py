@@ -56,3 +56,33 @@ def test_make_stragglers_names():
     assert isinstance(st.make_stragglers("pareto", wait_for=3), st.LatencyStragglers)
     with pytest.raises(ValueError, match="straggler model must be one of"):
         st.make_stragglers("cosmic-rays")
+
+
+def _runs(missing_mask):
+    """Maximal runs of True in a boolean mask."""
+    edges = np.diff(np.concatenate([[0], missing_mask.astype(int), [0]]))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)))
+
+
+@pytest.mark.parametrize("S, blocks, N", [(1, 1, 5), (5, 1, 12), (5, 2, 12), (7, 3, 12), (4, 4, 8)])
+def test_block_stragglers_lose_s_workers_in_exactly_that_many_separate_blocks(S, blocks, N):
+    rng = np.random.default_rng(0)
+    starts = set()
+    for _ in range(200):
+        ret = st.BlockStragglers(S, blocks).returned(N, rng)
+        missing = ~np.isin(np.arange(N), ret)
+        assert missing.sum() == S and np.all(np.diff(ret) > 0)
+        runs = _runs(missing)
+        assert len(runs) == blocks
+        starts.add(runs[0][0])
+    assert 0 in starts or S + blocks - 1 == N  # a block can sit at the front...
+    assert max(starts) > 0  # ...and elsewhere
+    a = st.BlockStragglers(S, blocks).returned(N, np.random.default_rng(3))
+    np.testing.assert_array_equal(a, st.BlockStragglers(S, blocks).returned(N, np.random.default_rng(3)))
+
+
+def test_block_stragglers_say_what_does_not_fit():
+    with pytest.raises(ValueError, match="n_blocks must be <= n_stragglers"):
+        st.BlockStragglers(2, 3)
+    with pytest.raises(ValueError, match="do not fit apart"):
+        st.BlockStragglers(4, 3).returned(5, np.random.default_rng(0))

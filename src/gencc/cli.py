@@ -74,7 +74,44 @@ def _add_bench(sub):
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--json", nargs="?", const="-", metavar="PATH",
                    help="also write machine-readable results (to PATH, or stdout when no PATH)")
+    s = bsub.add_parser("selector", help="every decoder against the best fixed one in hindsight, on settings drawn "
+                                         "fresh from a seed (function, K, N, straggler pattern)")
+    s.add_argument("--settings", type=int, default=200, help="settings to draw (default 200)")
+    s.add_argument("--seed", type=int, default=None, help="repeat a run (default: a new seed, printed)")
+    s.add_argument("--rounds", type=int, default=8, help="batches per setting (default 8)")
+    s.add_argument("--max-workers", type=int, default=512, help="cap on N (default 512)")
+    s.add_argument("--out", default="gencc-selector", help="folder for selector.json, selector.csv, selector.png")
     return p
+
+
+def _run_bench_selector(args) -> int:
+    from pathlib import Path
+
+    from .experiments.selector_bench import plot, run_selector_bench
+    from .report import format_table, provenance, write_csv, write_json
+
+    if args.settings < 1 or args.rounds < 1:
+        raise ValueError(f"--settings and --rounds must be >= 1, got {args.settings} and {args.rounds}")
+    seed = args.seed
+    if seed is None:
+        import secrets
+
+        seed = secrets.randbits(32)
+    print(f"selector bench: {args.settings} settings drawn with seed {seed} (repeat with --seed {seed})",
+          file=sys.stderr)
+    res = run_selector_bench(args.settings, seed=seed, rounds=args.rounds, max_workers=args.max_workers,
+                             progress=sys.stderr.isatty())
+    res["provenance"] = provenance()
+    cols = ["decoder", "vs", "settings", "median", "p90", "max", "within_1.25x", "within_2x", "worst"]
+    print(format_table(res["summary"], cols, title=f"MSE over the best fixed GCC decoder in hindsight, seed {seed}"))
+    print(format_table(res["summary_vs_letcc"] + res["summary_vs_bacc"], cols, title="MSE over the peers'"))
+    print(format_table(res["by_pattern"], ["pattern"] + cols, title="the default decoder (gcc) by straggler pattern"))
+    out = Path(args.out)
+    flat = [{**r["setting"], "oracle": r["oracle"], "oracle_mse": r["oracle_mse"], "letcc_ridge": r["letcc_ridge"],
+             **{f"{d}/oracle": v for d, v in r["ratio"].items()}} for r in res["rows"]]
+    print(f"wrote {write_json(res, out / 'selector.json')}, {write_csv(flat, out / 'selector.csv')}, "
+          f"{plot(res, out / 'selector.png')}")
+    return 0
 
 
 def _run_bench_accuracy(args) -> int:
@@ -141,7 +178,7 @@ def main(argv=None) -> int:
     _limit_blas_threads()
     try:
         if args.command == "bench":
-            return _run_bench_accuracy(args)
+            return _run_bench_selector(args) if args.bench == "selector" else _run_bench_accuracy(args)
         if args.command == "workloads":
             from . import workloads
             from .report import format_table

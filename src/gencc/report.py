@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["format_table", "write_csv", "write_json", "fmt"]
+__all__ = ["format_table", "write_csv", "write_json", "fmt", "provenance"]
 
 
 def fmt(v) -> str:
@@ -53,6 +53,31 @@ def _plain(v):
     if isinstance(v, np.integer):
         return int(v)
     return v
+
+
+def provenance() -> dict:
+    """What made a result: the package version, the git commit (and whether the tree was
+    clean), the machine and the UTC date; stamped into every result file."""
+    import datetime
+    import os
+    import platform
+    import subprocess
+
+    from . import __version__
+
+    commit, dirty = None, None
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=10).stdout.strip() or None
+        if commit:
+            dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                        capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"gencc": __version__, "commit": commit, "dirty": dirty, "python": platform.python_version(),
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def write_json(obj, path) -> Path:

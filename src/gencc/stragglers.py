@@ -15,7 +15,8 @@ import numpy as np
 from ._validation import check_int, check_nonnegative, check_probability, rng_from
 
 __all__ = [
-    "StragglerModel", "NoStragglers", "RandomStragglers", "ContiguousStragglers", "GreedyStragglers",
+    "StragglerModel", "NoStragglers", "RandomStragglers", "ContiguousStragglers", "BlockStragglers",
+    "GreedyStragglers",
     "BernoulliStragglers", "LatencyModel", "ShiftedExponential", "Pareto", "SlowNodes",
     "LatencyStragglers", "WorstCaseStragglers", "make_stragglers", "STRAGGLER_MODELS",
 ]
@@ -94,6 +95,50 @@ class ContiguousStragglers(StragglerModel):
             if e > best_err:
                 best, best_err = ret, e
         return best
+
+
+@dataclass
+class BlockStragglers(StragglerModel):
+    """``n_stragglers`` workers in ``n_blocks`` contiguous blocks (in worker point order) at
+    random positions: a rack, a switch or a host going down, rather than independent failures.
+
+    The block lengths are a uniformly random composition of S into ``n_blocks``
+    positive parts; the returning workers not needed to keep the blocks apart
+    (one between two blocks) fall independently and uniformly into the
+    ``n_blocks + 1`` stretches around them, so a block may sit at either end.
+    """
+
+    n_stragglers: int
+    n_blocks: int = 1
+
+    def __post_init__(self):
+        self.n_stragglers = check_int(self.n_stragglers, "n_stragglers", minimum=0)
+        self.n_blocks = check_int(self.n_blocks, "n_blocks", minimum=1)
+        if self.n_blocks > max(self.n_stragglers, 1):
+            raise ValueError(f"n_blocks must be <= n_stragglers = {self.n_stragglers}, got {self.n_blocks}")
+
+    def returned(self, n_workers, rng=None, error=None):
+        self._check_count(n_workers)
+        S, B = self.n_stragglers, self.n_blocks
+        if S == 0:
+            return np.arange(n_workers)
+        gaps_needed = B - 1
+        free = n_workers - S - gaps_needed  # returning workers not needed as separators
+        if free < 0:
+            raise ValueError(f"{B} blocks of {S} stragglers in all do not fit apart among {n_workers} workers")
+        rng = rng_from(rng)
+        cuts = np.sort(rng.choice(np.arange(1, S), size=B - 1, replace=False)) if B > 1 else np.array([], int)
+        lengths = np.diff(np.concatenate([[0], cuts, [S]]))
+        # B + 1 stretches of returning workers around the blocks: the inner ones >= 1
+        spare = np.bincount(rng.integers(0, B + 1, size=free), minlength=B + 1)
+        stretch = spare + np.r_[0, np.ones(B - 1, dtype=int), 0]
+        out = np.ones(n_workers, dtype=bool)
+        pos = 0
+        for b in range(B):
+            pos += stretch[b]
+            out[pos:pos + lengths[b]] = False
+            pos += lengths[b]
+        return np.flatnonzero(out)
 
 
 @dataclass

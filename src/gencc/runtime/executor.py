@@ -750,13 +750,15 @@ class CodedExecutor(StreamingExecutor):
         Safe from any thread, a future's done-callback included (callbacks
         run on the executor's callback thread, not its dispatcher): every
         pending future is resolved and every worker ended either way. A
-        second call returns once the first has ended the workers.
+        second call returns once the first has ended the workers, except
+        from a callback, which returns at once (the first call may be
+        waiting for that very callback).
         """
         with self._shutdown_lock:
             first, self._shutdown = not self._shutdown, True
         if not first:  # another thread shuts down: wait for it, unless this is a callback it waits for
             if not self._callbacks.is_current():
-                self._shut_down.wait(timeout=self.timeout + 30.0)
+                self._shut_down.wait(timeout=_shutdown_bound(self.timeout, self.scheme.n_workers))
             return
         dispatcher = threading.current_thread() is self._thread  # (a backend's code): nothing can end there
         try:
@@ -1102,6 +1104,12 @@ class CodedExecutor(StreamingExecutor):
         err = BatchFailedError(b.index, b.failed, len(b.usable(self._out_shape)), n_required, reason)
         log.warning("batch failed", extra={"batch": b.index, "reason": reason})
         return b.future, err
+
+
+def _shutdown_bound(timeout: float, n_workers: int) -> float:
+    """Seconds a shutdown can take at most: the batcher's and dispatcher's joins (10 s each),
+    the pending batches' ``timeout`` (+5 s), and the backend's stop (5 s, then 2 s a worker)."""
+    return timeout + 35.0 + 2.0 * n_workers
 
 
 def _check_column_window(seconds, direct_dispatch: bool) -> float | None:

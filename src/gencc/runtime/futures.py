@@ -35,7 +35,7 @@ log = logging.getLogger("gencc.runtime")
 def _call(fn, fut):
     try:
         fn(fut)
-    except Exception:
+    except BaseException:  # SystemExit, KeyboardInterrupt too: the next callbacks still run
         log.exception("exception calling callback for %r", fut)
 
 
@@ -114,22 +114,48 @@ class CallbackFuture(Future):
         super().__init__()
         self._callbacks = callbacks
         self.completed_at: float | None = None
+        self._queued = 0  # this future's callbacks handed over and not yet run
+        self._queued_lock = threading.Lock()
 
     def set_result(self, result):
-        self.completed_at = time.monotonic()
+        self._stamp()
         super().set_result(result)
 
     def set_exception(self, exception):
-        self.completed_at = time.monotonic()
+        self._stamp()
         super().set_exception(exception)
+
+    def _stamp(self):
+        with self._condition:
+            if not self.done():  # a set that fails (done already) keeps the first time
+                self.completed_at = time.monotonic()
 
     def add_done_callback(self, fn):
         """Attach ``fn``, called with this future once it is done or cancelled: on the
-        executor's callback thread, or at once here if it is done already."""
-        if self._callbacks is None or self.done():
+        executor's callback thread, or at once here if it is done already (after any of its
+        callbacks still waiting there: callbacks run in the order they were added)."""
+        if self._callbacks is None:
             super().add_done_callback(fn)
-        else:  # completed meanwhile: the base class calls the wrapper here, which hands fn over
-            super().add_done_callback(functools.partial(self._callbacks.post, fn))
+            return
+        with self._queued_lock:
+            inline = self.done() and not self._queued
+        if inline:
+            super().add_done_callback(fn)
+        else:  # the base class calls the wrapper at completion (or here, if completed meanwhile)
+            super().add_done_callback(functools.partial(self._hand_over, fn))
+
+    def _hand_over(self, fn, fut):
+        with self._queued_lock:
+            self._queued += 1
+        self._callbacks.post(self._run_handed, (fn, fut))
+
+    def _run_handed(self, item):
+        fn, fut = item
+        try:
+            _call(fn, fut)
+        finally:
+            with self._queued_lock:
+                self._queued -= 1
 
     def _when_done(self, fn):
         Future.add_done_callback(self, fn)

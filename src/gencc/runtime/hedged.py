@@ -253,12 +253,15 @@ class HedgedExecutor(StreamingExecutor):
         ``timeout``), then stop the workers; what is still pending fails.
 
         Safe from any thread, a future's done-callback included (callbacks run on the executor's
-        callback thread); a second call returns once the first has ended the workers."""
+        callback thread); a second call returns once the first has ended the workers (from a
+        callback: at once, as the first may be waiting for it)."""
         with self._lock:
             first, self._closing = not self._closing, True
         if not first:
             if not self._callbacks.is_current():
-                self._shut_down.wait(timeout=self.timeout + 30.0)
+                from .executor import _shutdown_bound
+
+                self._shut_down.wait(timeout=_shutdown_bound(self.timeout, self.n_workers))
             return
         dispatcher = threading.current_thread() is self._thread
         try:

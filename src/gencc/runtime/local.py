@@ -112,15 +112,18 @@ class _Incarnation:
         self._arena_lock = threading.Lock()
 
     def kill(self):
-        """SIGKILL the process, also when its parent (the forkserver) is gone and
-        ``multiprocessing`` can no longer tell whether it runs."""
-        if self.proc.is_alive():
-            self.proc.kill()
-        elif self._started is not None and _start_time(self.pid) == self._started:
+        """SIGKILL the process and the processes f started (its process group), also when its
+        parent (the forkserver) is gone and ``multiprocessing`` can no longer tell whether it runs."""
+        if self._started is not None and _start_time(self.pid) == self._started:  # this very process
             try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:  # ended meanwhile
+                if os.getpgid(self.pid) == self.pid:
+                    os.killpg(self.pid, signal.SIGKILL)
+                else:  # before it made its group
+                    os.kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):  # ended meanwhile
                 pass
+        elif self.proc.is_alive():  # no /proc: multiprocessing's own kill
+            self.proc.kill()
 
     def send(self, msg) -> bool:
         """Write ``msg`` now, as far as the pipe takes it; False if the worker is gone or ``msg``
@@ -205,8 +208,8 @@ class _Incarnation:
 
     def task_ended(self, batch, slot):
         """Free the arena block of a task whose end has arrived."""
-        if self.arena is not None:
-            self.arena.free((batch, slot))
+        if self.arena is not None and self.arena.free((batch, slot)):
+            self.arena.mapped()  # the worker read a block: it has mapped the arena and removed its name
 
     def close_arena(self):
         """Unlink this worker's arena; later tasks of it (none, once it is gone) use the pipe."""

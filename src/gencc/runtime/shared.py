@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+import secrets
 import threading
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
@@ -76,8 +77,11 @@ class Arena:
     """
 
     def __init__(self, size: int):
-        self._shm = shared_memory.SharedMemory(create=True, size=size)
+        # named after the master: whose segment it is shows in /dev/shm
+        self._shm = shared_memory.SharedMemory(name=f"gencc_{os.getpid()}_{secrets.token_hex(6)}", create=True,
+                                               size=size)
         self.name = self._shm.name
+        self._tracked = True  # by the resource tracker, which unlinks it if this process dies first
         self.size = size
         self._lock = threading.Lock()
         self._starts: list[int] = []  # offsets of used blocks, sorted
@@ -126,6 +130,16 @@ class Arena:
         with self._lock:
             return len(self._keys)
 
+    def mapped(self):
+        """The worker has read a block, so it has mapped the segment and removed its name
+        (:class:`ArenaView`): the resource tracker has nothing left to clean up."""
+        if not os.path.isdir("/dev/shm"):  # pragma: no cover - there the worker keeps the name
+            return
+        with self._lock:
+            if self._tracked and not self._closed:
+                self._tracked = False
+                resource_tracker.unregister(self._shm._name, "shared_memory")
+
     def close(self):
         """Unlink the segment (a worker still mapping it keeps its view until it exits).
         Idempotent; returns once the segment is unlinked, whichever thread closed it."""
@@ -137,10 +151,16 @@ class Arena:
             self._starts.clear()
             self._ends.clear()
             self._shm.close()
-            try:
-                self._shm.unlink()
-            except FileNotFoundError:  # the worker unlinked the name once it had mapped it
-                resource_tracker.unregister(self._shm._name, "shared_memory")
+            if self._tracked:
+                try:
+                    self._shm.unlink()  # unlinks and tells the tracker
+                except FileNotFoundError:  # the worker removed the name, and no block told us yet
+                    resource_tracker.unregister(self._shm._name, "shared_memory")
+            else:
+                try:
+                    os.unlink(os.path.join("/dev/shm", self.name.lstrip("/")))
+                except OSError:  # removed by the worker, as expected
+                    pass
 
 
 class ArenaView:

@@ -98,46 +98,69 @@ def compute(f, x: np.ndarray, stacked: bool = False, *, copy_input: bool = False
     return y if stacked else y[0]
 
 
-def die_with_parent() -> bool:
-    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``).
+def die_with_parent(master: int | None) -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``),
+    if that parent is a forkserver (not the master itself).
 
     A local worker's parent is the forkserver: killed, it takes its workers
     with it, even one inside a long f, and the master restarts them through
-    a fresh one. (The forkserver outlives the master while any of its
-    children runs, so the master's own death is :func:`watch_master`'s.)
-    Returns whether the request was made (False elsewhere than Linux)."""
-    if not sys.platform.startswith("linux"):
+    a fresh one. (Each child of a forkserver holds a copy of the pipe whose
+    end tells the forkserver that the master is gone, so the forkserver
+    outlives the master while any worker runs: the master's death is
+    :func:`watch_master`'s.) Not under "fork" or "spawn": there the parent is
+    the master, and the death signal would follow the master *thread* that
+    started the worker, not the process. Returns whether the request was
+    made; the process exits at once if its parent died meanwhile."""
+    parent = os.getppid()
+    if not sys.platform.startswith("linux") or parent == master:
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1: PR_SET_PDEATHSIG
+        armed = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1: PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - no libc prctl
         return False
+    if armed and os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+    return armed
 
 
 def watch_master(master: int) -> threading.Thread:
-    """Start a daemon thread that SIGKILLs this process as soon as process ``master`` ends.
+    """Start a daemon thread that SIGKILLs this process's group as soon as process ``master`` ends.
 
     It waits on a pidfd (Linux >= 5.3: woken by the exit itself, no polling),
     else checks every 0.2 s. A worker busy inside f therefore ends with the
     master however the master ends (SIGKILL, OOM kill), where the task loop
-    alone would notice only after f returned."""
+    alone would notice only after f returned; so do the processes f started
+    (the worker leads its own process group, :func:`worker_main`)."""
     def watch():
         try:
-            fd = os.pidfd_open(master)
-        except ProcessLookupError:
-            fd = None  # gone already
-        except (AttributeError, OSError):  # no pidfd here: poll
-            while _alive(master):
-                time.sleep(0.2)
-            fd = None
-        if fd is not None:
-            select.select([fd], [], [])
-        os.kill(os.getpid(), signal.SIGKILL)
+            try:
+                fd = os.pidfd_open(master)
+            except ProcessLookupError:
+                return  # gone already
+            except (AttributeError, OSError):  # no pidfd here: poll
+                while _alive(master):
+                    time.sleep(0.2)
+                return
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            while not poller.poll(1000) and _alive(master):  # the pidfd wakes it; the check bounds each wait
+                pass
+        finally:
+            _kill_group()
 
     thread = threading.Thread(target=watch, name="gencc-master-watch", daemon=True)
     thread.start()
     return thread
+
+
+def _kill_group():
+    try:
+        if os.getpgid(0) == os.getpid():  # the leader of its own group: f's children with it
+            os.killpg(0, signal.SIGKILL)
+    except OSError:
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _alive(pid: int | None) -> bool:
@@ -163,9 +186,15 @@ def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | No
 
     The worker dies with its parent, the forkserver (:func:`die_with_parent`),
     and with the master, pid ``master`` (:func:`watch_master`), wherever it is.
+    It leads a process group of its own, so that the master's kill of it and
+    its watch take any process f started along (``os.killpg``).
     """
-    die_with_parent()
+    die_with_parent(master)
     parent = os.getppid()
+    try:
+        os.setpgid(0, 0)
+    except OSError:  # pragma: no cover - not permitted here: the worker alone is killed
+        pass
     if master is not None:
         watch_master(master)
     set_threads(threads)
