@@ -100,7 +100,7 @@ def _run_bench_selector(args) -> int:
     print(f"selector bench: {args.settings} settings drawn with seed {seed} (repeat with --seed {seed})",
           file=sys.stderr)
     res = run_selector_bench(args.settings, seed=seed, rounds=args.rounds, max_workers=args.max_workers,
-                             progress=sys.stderr.isatty())
+                             progress=True)
     res["provenance"] = provenance()
     cols = ["decoder", "vs", "settings", "median", "p90", "max", "within_1.25x", "within_2x", "worst"]
     print(format_table(res["summary"], cols, title=f"MSE over the best fixed GCC decoder in hindsight, seed {seed}"))
