@@ -81,16 +81,22 @@ class ContiguousStragglers(StragglerModel):
     def __post_init__(self):
         self.n_stragglers = check_int(self.n_stragglers, "n_stragglers", minimum=0)
 
-    def returned(self, n_workers, rng=None, error=None):
+    def candidates(self, n_workers) -> list[np.ndarray]:
+        """The returned sets of all N - S + 1 blocks, each sorted, shape (N - S,)."""
         self._check_count(n_workers)
         S = self.n_stragglers
-        if S == 0:
-            return np.arange(n_workers)
-        _require_error(self, error)
         everyone = np.arange(n_workers)
+        if S == 0:
+            return [everyone]
+        return [np.concatenate([everyone[:start], everyone[start + S:]]) for start in range(n_workers - S + 1)]
+
+    def returned(self, n_workers, rng=None, error=None):
+        blocks = self.candidates(n_workers)
+        if self.n_stragglers == 0:
+            return blocks[0]
+        _require_error(self, error)
         best, best_err = None, -np.inf
-        for start in range(n_workers - S + 1):
-            ret = np.concatenate([everyone[:start], everyone[start + S:]])
+        for ret in blocks:
             e = error(ret)
             if e > best_err:
                 best, best_err = ret, e

@@ -241,6 +241,7 @@ def score_setting(setting: Setting, *, rounds: int = 6, seed=0, extra=None) -> d
     encoders = {fam: scheme for scheme, fam in reversed(list(decs.values()))}
     sums = dict.fromkeys(decs, 0.0)
     adversarial = getattr(setting.stragglers, "adversarial", False)
+    blocks = setting.stragglers.candidates(N) if adversarial else None
     for _ in range(rounds):
         Xb = setting.X[rng.choice(setting.X.shape[0], size=K, replace=setting.X.shape[0] < K)]
         truth = apply_batch(f, Xb, "data inputs", K).reshape(K, -1)
@@ -253,9 +254,6 @@ def score_setting(setting: Setting, *, rounds: int = 6, seed=0, extra=None) -> d
             for name, (scheme, fam) in decs.items():
                 sums[name] += _mse(scheme, Y[fam], ret, truth)
         else:  # each decoder against its own worst block
-            S = setting.stragglers.n_stragglers
-            everyone = np.arange(N)
-            blocks = [np.concatenate([everyone[:s], everyone[s + S:]]) for s in range(N - S + 1)]
             for name, (scheme, fam) in decs.items():
                 sums[name] += max(_mse(scheme, Y[fam], ret, truth) for ret in blocks)
     mse = {name: v / rounds for name, v in sums.items()}
@@ -308,21 +306,13 @@ def run_selector_bench(n_settings: int = 200, *, seed: int | None = None, rounds
     """
     seed = secrets.randbits(32) if seed is None else int(seed)
     rng = np.random.default_rng(seed)
-    rows = []
-    it = range(n_settings)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        bar = tqdm(total=n_settings, desc=f"selector bench (seed {seed})", unit="setting")
-    for i in it:
+    rows = []
+    for i in tqdm(range(n_settings), desc=f"selector bench (seed {seed})", unit="setting", disable=not progress):
         setting = draw_setting(rng, i, max_workers=max_workers)
         res = score_setting(setting, rounds=rounds, seed=rng.integers(2 ** 63), extra=extra)
         rows.append({"setting": setting.describe(), **res})
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
     by_pattern = []
     for pattern in PATTERNS:
         sub = [r for r in rows if r["setting"]["pattern"] == pattern]
