@@ -841,7 +841,7 @@ def test_shutdown_with_cancel_futures_leaves_no_request_of_an_open_batch_pending
 
 
 def test_the_readmes_serving_choices_run_as_written_and_answer_every_request():
-    # "Choosing, from these measurements" in the README: both executors exactly as written there
+    # "Choosing, from these measurements" in docs/guide/serving-under-load.md: both executors exactly as written there
     from gencc.runtime import AdaptiveDeadline
 
     K, N, t = 4, 5, 0.01
