@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gencc
-from gencc.errors import BatchFailedError, InvalidInputError
+from gencc.errors import BatchFailedError, ErrorBoundExceededError, InvalidInputError
 from gencc.runtime import CodedExecutor, Faults
 from gencc.runtime.local import LocalBackend
 
@@ -108,12 +108,40 @@ def test_too_many_failures_give_explicit_errors_not_wrong_answers():
         # it fails as soon as no outcome could reach 4, whatever has arrived by then
         with pytest.raises(BatchFailedError, match=r"too few workers returned\): [0-3] usable results, 4 needed"):
             ex.submit(X).result(timeout=30)
-    with CodedExecutor(MODEL, scheme, timeout=20, max_error=1e-30, backend_options=_opts("local")) as ex:
-        with pytest.raises(BatchFailedError, match="error estimate .* above max_error"):
+    with CodedExecutor(MODEL, gencc.BACC(4, 12), timeout=20, max_error=1e-30, backend_options=_opts("local")) as ex:
+        with pytest.raises(BatchFailedError, match="error estimate .* above max_error"):  # a batch estimate only
             ex.submit(X).result(timeout=30)
-    with CodedExecutor(MODEL, scheme, timeout=20, max_error=1.0, backend_options=_opts("local")) as ex:
+    with CodedExecutor(MODEL, scheme, timeout=20, max_error=1e-30, backend_options=_opts("local")) as ex:
+        res = ex.submit(X).result(timeout=30)  # GCC bounds each input: every one is refused, on its own
+        assert res.refused == (0, 1, 2, 3) and np.isnan(res.outputs).all() and ex.stats["refused_inputs"] == 4
+        with pytest.raises(ErrorBoundExceededError, match="input 2 refused"):
+            res.output(2)
+        futs = [ex.submit_one(x) for x in X]
+        for fut in futs:
+            with pytest.raises(ErrorBoundExceededError, match="above max_error = 1e-30"):
+                fut.result(timeout=30)
+    systematic = gencc.GCC(4, 12, worker_points="systematic")
+    with CodedExecutor(MODEL, systematic, timeout=20, max_error=1e-30, backend_options=_opts("local"),
+                       faults=Faults(workers={0: "error"})) as ex:  # input 0 decoded, 1-3 exact
+        futs = [ex.submit_one(x) for x in X]
+        with pytest.raises(ErrorBoundExceededError, match="input 0 refused"):
+            futs[0].result(timeout=30)
+        for fut, x in zip(futs[1:], X[1:]):  # the rest of the batch is answered, exactly
+            np.testing.assert_allclose(fut.result(timeout=30), x * np.sin(x))
+            assert fut.info.exact and fut.info.rmse_p90 == 0.0
+        got = list(ex.map(X, return_exceptions=True, timeout=60))  # map's ordered path refuses the same row
+        assert isinstance(got[0], ErrorBoundExceededError)
+        np.testing.assert_allclose(np.stack(got[1:]), X[1:] * np.sin(X[1:]))
+        with pytest.raises(ErrorBoundExceededError):
+            list(ex.map(X, timeout=60))
+    with CodedExecutor(MODEL, scheme, timeout=20, max_error=1e6, backend_options=_opts("local")) as ex:
         res = ex.submit(X).result(timeout=30)
-        assert 0 <= res.error_estimate <= 1.0
+        assert 0 <= res.error_estimate <= 1e6 and res.refused == ()
+        assert res.rmse.shape == res.rmse_p90.shape == (4,) and (0 < res.rmse).all()
+        np.testing.assert_allclose(res.rmse_p90, gencc.schemes.gcc.RMSE_P90_FACTOR * res.rmse)
+        fut = ex.submit_one(X[0])
+        fut.result(timeout=30)
+        assert not fut.info.exact and fut.info.rmse_p90 is not None and fut.info.rmse_p90 > 0
     with CodedExecutor(MODEL, gencc.BACC(4, 12), timeout=20, backend_options=_opts("local")) as ex:
         assert ex.submit(X).result(timeout=30).error_estimate > 0  # every kernel scheme reports one
 

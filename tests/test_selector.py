@@ -5,7 +5,7 @@ import pytest
 
 import gencc
 from gencc.kernels import make_kernel
-from gencc.ridge import KernelRidge, hole_blocks, ridge_path, select_ridge
+from gencc.ridge import KernelRidge, _hole_ranges, hole_blocks, hole_residuals, hole_rmse, ridge_path, select_ridge
 from gencc.stragglers import NoStragglers, RandomStragglers
 
 
@@ -39,6 +39,59 @@ def test_hole_blocks_copy_the_real_hole():
     assert [B.tolist() for _, B in hole_blocks(t, [-0.65])] == [[j] for j in (2, 3, 4, 5)]
 
 
+def test_each_target_is_paired_with_exactly_the_blocks_that_copy_its_hole():
+    rng = np.random.default_rng(1)
+    for trial in range(60):
+        t = np.sort(rng.uniform(-1, 1, rng.integers(5, 30)))
+        a = np.sort(rng.uniform(-1, 1, rng.integers(1, 8)))
+        if trial % 3 == 0:
+            a = np.r_[a, a[:1] + 1e-9]  # two targets in one hole share their blocks
+        rows, tests = _hole_ranges(t, a, centres=3, return_tests=True)
+        np.testing.assert_array_equal(rows, _hole_ranges(t, a, centres=3))
+        for k in range(a.size):
+            own = {(j, tuple(B)) for j, B in hole_blocks(t, a[k:k + 1], centres=3)}
+            paired = [hole_blocks(t, a, centres=3)[r] for r in tests[tests[:, 0] == k, 1]]
+            assert {(j, tuple(B)) for j, B in paired} == own
+
+
+def test_hole_errors_match_refits_and_average_per_target():
+    t = np.cos(np.pi * np.arange(24) / 23)[::-1][np.r_[0:9, 15:24]]
+    Y = np.c_[np.sin(3 * t), np.exp(t)]
+    alpha = gencc.points.make_points("chebyshev1", 5)
+    kernel = make_kernel("matern52", 0.5)
+    R, tests = hole_residuals(t, Y, kernel, 1e-7, alpha, centres=2)
+    blocks = hole_blocks(t, alpha, centres=2)
+    assert R.shape == (len(blocks), 2) and tests[:, 0].max() == alpha.size - 1
+    for (j, B), res in zip(blocks, R):  # a dense refit without the block, at the same normalised ridge
+        keep = np.setdiff1d(np.arange(t.size), B)
+        fit = KernelRidge(kernel, 1e-7 * t.size / keep.size, solver="dense").fit(t[keep], Y[keep])
+        np.testing.assert_allclose(res, Y[j] - fit.predict(t[j:j + 1])[0], atol=1e-7)
+    rmse = hole_rmse(R, tests, alpha.size)
+    for k in range(alpha.size):
+        rows = tests[tests[:, 0] == k, 1]
+        np.testing.assert_allclose(rmse[k], np.sqrt(np.mean(R[rows] ** 2)))
+    # a target with no test of its own gets the mean over all tests; no test at all gets the fallback
+    np.testing.assert_allclose(hole_rmse(R, tests[tests[:, 0] != 0], alpha.size)[0],
+                               np.sqrt(np.mean(np.mean(R[tests[tests[:, 0] != 0, 1]] ** 2, axis=1))))
+    np.testing.assert_allclose(hole_rmse(R[:0], tests[:0], 3, fallback=4.0), [2.0, 2.0, 2.0])
+
+
+def test_every_decoded_input_gets_its_own_error_estimate_and_exact_ones_zero():
+    X = np.random.default_rng(4).uniform(-2, 2, (6, 3))
+    ret = np.r_[1:4, 9:24]
+    for s in (gencc.GCC(6, 24), gencc.GCC(6, 24, kernel="matern32", scale=0.5), gencc.LeTCC(6, 24),
+              gencc.GCC(6, 24, worker_points="systematic")):
+        Y = _xsinx(s.encode(X))[ret]
+        d = s.decode_with_info(Y, ret)
+        assert d.info["rmse"].shape == d.info["rmse_p90"].shape == (6,)
+        np.testing.assert_allclose(d.info["rmse_p90"], gencc.schemes.gcc.RMSE_P90_FACTOR * d.info["rmse"])
+        exact = d.info.get("exact", np.zeros(6, bool))
+        assert (d.info["rmse"][exact] == 0).all() and (d.info["rmse"][~exact] > 0).all()
+        many = s.decode_many_with_info(np.stack([Y, 2 * Y]), ret)
+        np.testing.assert_allclose(many[0].info["rmse"], d.info["rmse"], rtol=1e-9)
+        np.testing.assert_allclose(many[1].info["rmse"], 2 * d.info["rmse"], rtol=1e-9)  # linear in Y
+
+
 def test_gap_criterion_needs_targets():
     t = np.linspace(-1, 1, 9)
     with pytest.raises(ValueError, match="targets"):
@@ -67,7 +120,7 @@ def test_gap_picks_right_where_loo_picks_wrong():
 
 
 def test_mixture_decoder_matrix_matches_decode():
-    s = gencc.GCC(4, 12)
+    s = gencc.GCC(4, 12, mix_within=np.inf)
     X = np.random.default_rng(0).uniform(-2, 2, (4, 3))
     ret = np.r_[0:3, 6:12]
     Y = np.sin(s.encode(X))[ret]
@@ -76,6 +129,25 @@ def test_mixture_decoder_matrix_matches_decode():
     np.testing.assert_allclose(s.decoder_matrix(ret, Y) @ Y, d.estimate, atol=1e-8)
     with pytest.raises(ValueError, match="mix"):
         gencc.GCC(4, 8, mix=0)
+    for bad in (0.5, float("nan"), "1.5", True):
+        with pytest.raises(ValueError, match="mix_within"):
+            gencc.GCC(4, 8, mix_within=bad)
+
+
+def test_the_mixture_takes_only_candidates_close_to_the_best():
+    X = np.random.default_rng(3).uniform(-2, 2, (8, 3))
+    ret = np.r_[0:5, 14:32]
+    for within in (1.0, 1.5, 4.0):
+        s = gencc.GCC(8, 32, mix_within=within)
+        Y = np.sin(s.encode(X))[ret]
+        d = s.decode_with_info(Y, ret)
+        scores = dict((name, sc) for name, _, sc in d.info["scores"])
+        best = min(scores.values())
+        members = d.info.get("mixture", [d.info["kernel"]])
+        assert all(scores[m] <= within * best for m in members)
+        ranked = sorted(scores, key=scores.get)[:3]
+        assert members == [m for m in ranked if scores[m] <= within * best]
+        np.testing.assert_allclose(s.decoder_matrix(ret, Y) @ Y, d.estimate, atol=1e-8)
 
 
 def test_default_is_gap_and_loo_stays_available():

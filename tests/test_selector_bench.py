@@ -22,6 +22,20 @@ def test_a_seed_draws_the_same_settings_and_another_seed_others():
             assert getattr(s.stragglers, "n_stragglers", getattr(s.stragglers, "wait_for", None)) is not None
 
 
+def test_every_drawn_pattern_leaves_k_workers_even_with_little_room():
+    # several blocks that cannot fit apart once fell back to one block of S > N - K, and the
+    # bench redrew forever
+    from gencc.experiments.selector_bench import PATTERNS, _pattern
+
+    rng = np.random.default_rng(2)
+    for K, N in ((4, 5), (4, 6), (6, 8), (20, 23), (3, 12)):
+        for pattern in PATTERNS:
+            for _ in range(20):
+                model = _pattern(rng, pattern, K, N)
+                if pattern not in ("bernoulli", "worst-block"):
+                    assert model.returned(N, rng).size >= K, (K, N, model)
+
+
 def _setting(stragglers):
     X = np.random.default_rng(0).uniform(-2, 2, size=(64, 3))
     return Setting("x sin x", "closed-form", lambda X: X * np.sin(X), X, 4, 12, "random", stragglers)

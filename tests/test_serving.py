@@ -333,7 +333,8 @@ def test_a_systematic_code_answers_each_request_when_its_own_worker_returns():
             early, ex._early_settle = ex._early_settle, []
         _settle_early(early)
         assert futs[1].result(timeout=0) == pytest.approx([4.0]) and not futs[0].done()
-        assert futs[1].info == AnswerInfo(exact=True, error_estimate=0.0, trusted=True, n_returned=None, batch=0)
+        assert futs[1].info == AnswerInfo(exact=True, error_estimate=0.0, trusted=True, n_returned=None, batch=0,
+                                          rmse=0.0, rmse_p90=0.0)
         assert futs[0].info is None  # pending
         with ex._lock:
             for w in (2, 3):
@@ -347,7 +348,8 @@ def test_a_systematic_code_answers_each_request_when_its_own_worker_returns():
         assert futs[0].done() and out.outputs.shape == (2, 1)  # the batch keeps both inputs
         assert out.decode_info["exact"].tolist() == [False, True]
         assert futs[0].info == AnswerInfo(exact=False, error_estimate=out.error_estimate, trusted=True, n_returned=3,
-                                          batch=0)
+                                          batch=0, rmse=float(out.rmse[0]), rmse_p90=float(out.rmse_p90[0]))
+        assert out.rmse[1] == out.rmse_p90[1] == 0.0 <= out.rmse[0]  # input 1 exact; f = 2x decodes exactly
         assert out.error_estimate is not None
     finally:
         ex.shutdown(wait=False)
@@ -435,7 +437,7 @@ def test_hedged_requests_answer_every_input_on_real_workers():
         fut.result(timeout=60)
     np.testing.assert_allclose(got, f(X), rtol=1e-9, atol=1e-9)
     assert ex.stats["answered"] == 13 and ex.stats["failed"] == 0
-    assert fut.info == AnswerInfo(exact=True, error_estimate=0.0)
+    assert fut.info == AnswerInfo(exact=True, error_estimate=0.0, rmse=0.0, rmse_p90=0.0)
 
 
 def test_hedged_bad_inputs_fail_alone_and_every_other_input_is_answered():

@@ -87,8 +87,8 @@ def _add_bench(sub):
 def _run_bench_selector(args) -> int:
     from pathlib import Path
 
-    from .experiments.selector_bench import plot, run_selector_bench
-    from .report import format_table, provenance, write_csv, write_json
+    from .experiments.selector_bench import plot, report, run_selector_bench
+    from .report import provenance, write_csv, write_json
 
     if args.settings < 1 or args.rounds < 1:
         raise ValueError(f"--settings and --rounds must be >= 1, got {args.settings} and {args.rounds}")
@@ -102,13 +102,13 @@ def _run_bench_selector(args) -> int:
     res = run_selector_bench(args.settings, seed=seed, rounds=args.rounds, max_workers=args.max_workers,
                              progress=True)
     res["provenance"] = provenance()
-    cols = ["decoder", "vs", "settings", "median", "p90", "max", "within_1.25x", "within_2x", "worst"]
-    print(format_table(res["summary"], cols, title=f"MSE over the best fixed GCC decoder in hindsight, seed {seed}"))
-    print(format_table(res["summary_vs_letcc"] + res["summary_vs_bacc"], cols, title="MSE over the peers'"))
-    print(format_table(res["by_pattern"], ["pattern"] + cols, title="the default decoder (gcc) by straggler pattern"))
+    print(report(res))
+    for row in res["rows"]:  # the raw per-input ratios are summarised in each row's coverage
+        row.pop("error_ratios", None)
     out = Path(args.out)
     flat = [{**r["setting"], "oracle": r["oracle"], "oracle_mse": r["oracle_mse"], "letcc_ridge": r["letcc_ridge"],
-             **{f"{d}/oracle": v for d, v in r["ratio"].items()}} for r in res["rows"]]
+             **{f"{d}/oracle": v for d, v in r["ratio"].items()}, "gcc_rmse_covered": r["coverage"]["covered"]}
+            for r in res["rows"]]
     print(f"wrote {write_json(res, out / 'selector.json')}, {write_csv(flat, out / 'selector.csv')}, "
           f"{plot(res, out / 'selector.png')}")
     return 0

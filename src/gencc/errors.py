@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "BatchFailedError",
+    "ErrorBoundExceededError",
     "InjectedError",
     "InvalidInputError",
     "InsufficientReturnsError",
@@ -80,6 +81,30 @@ class BatchFailedError(RuntimeError):
         self.batch, self.failed = batch, dict(failed)
         self.n_returned, self.n_required = n_returned, n_required
         self.reason = reason
+
+
+class ErrorBoundExceededError(RuntimeError):
+    """One decoded input was refused: its error bound is above the executor's ``max_error``.
+
+    The other inputs of its batch are answered; only this one gets the error.
+
+    Attributes
+    ----------
+    batch : int
+    input : int
+        The input's row in its batch (``BatchResult.outputs``).
+    rmse_p90 : float
+        The decoder's bound on the input's root-mean-squared error
+        (``Decoded.info["rmse_p90"]``).
+    max_error : float
+        The executor's ``max_error``, a mean squared error: the input is
+        refused when ``rmse_p90 ** 2 > max_error``.
+    """
+
+    def __init__(self, batch: int, input: int, rmse_p90: float, max_error: float):
+        super().__init__(f"batch {batch}: input {input} refused: its decoded error bound rmse_p90^2 = "
+                         f"{rmse_p90 ** 2:.3g} is above max_error = {max_error:g}")
+        self.batch, self.input, self.rmse_p90, self.max_error = batch, input, rmse_p90, max_error
 
 
 class InvalidInputError(ValueError):

@@ -14,6 +14,7 @@ recursions run compiled (numba) where numba imports, in NumPy otherwise
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -25,8 +26,8 @@ from .kernels import Kernel, Sobolev2
 from . import statespace as _statespace
 from .statespace import TwoFilter, gauss_markov, has_state_space
 
-__all__ = ["KernelRidge", "select_ridge", "RidgeSelection", "DEFAULT_RIDGE_GRID", "hole_blocks", "ridge_path",
-           "CRITERIA", "SOLVERS", "FAST_MIN_N", "FAST_MIN_N_SELECT"]
+__all__ = ["KernelRidge", "select_ridge", "RidgeSelection", "DEFAULT_RIDGE_GRID", "hole_blocks", "hole_residuals",
+           "hole_rmse", "ridge_path", "CRITERIA", "SOLVERS", "FAST_MIN_N", "FAST_MIN_N_SELECT"]
 
 CRITERIA = ("loo", "gcv", "gap")
 SOLVERS = ("auto", "dense", "fast")
@@ -611,7 +612,6 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float 
     wide : float
         Copy only holes wider than ``wide`` times the larger of the two node
         spacings next to them (0: every hole), i.e. holes left by stragglers.
-
     Returns
     -------
     list of (int, ndarray)
@@ -639,7 +639,8 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float 
     return out
 
 
-def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float = 0.0) -> np.ndarray:
+def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float = 0.0,
+                 return_tests: bool = False):
     """:func:`hole_blocks` as an int array of rows ``(j, first, last, i0, i1)``.
 
     Block B is the nodes ``i0 <= i < i1`` plus j, so ``first = min(B)`` and
@@ -647,12 +648,16 @@ def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float
     ``[i0, i1)``, as it always does for hole blocks); rows in the order
     :func:`hole_blocks` returns them, duplicates removed. Vectorised over
     (target, centre): O((K + n) log n) with no Python loop.
+    ``return_tests`` also returns ``tests``, int (n_tests, 2): the pairs
+    (target, row) of every target with each block that copies its hole (a
+    block asked for by several targets is one row, and one test of each).
     """
     t = np.asarray(t, dtype=np.float64)
     n = t.size
     a = np.asarray(targets, dtype=np.float64).reshape(-1)
     if n == 0 or a.size == 0:
-        return np.zeros((0, 5), dtype=np.int64)
+        empty = np.zeros((0, 5), dtype=np.int64)
+        return (empty, np.zeros((0, 2), dtype=np.int64)) if return_tests else empty
     # vectorised over (target, centre); the loop below only assembles the result
     r = np.searchsorted(t, a)  # t[r-1] < a <= t[r]
     with np.errstate(invalid="ignore"):
@@ -680,15 +685,96 @@ def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float
     first = np.where(empty, Jc, np.minimum(i0, Jc))
     last = np.where(empty, Jc, np.maximum(i1 - 1, Jc))
     rows = np.stack([Jc, first, last, i0, i1, size], axis=1)[ok]
-    # (j, first, last, size) fix B (a range plus j): keep each key's first occurrence
+    tid = np.repeat(np.arange(a.size), offs.size)[ok]
     if not len(rows):
-        return np.zeros((0, 5), dtype=np.int64)
+        rows = rows[:, :5].astype(np.int64)
+        return (rows, np.zeros((0, 2), dtype=np.int64)) if return_tests else rows
+    # (j, first, last, size) fix B (a range plus j): keep each key's first occurrence
     # first occurrence of each key: a stable lexicographic sort keeps equal keys in order
     srt = np.lexsort((rows[:, 5], rows[:, 2], rows[:, 1], rows[:, 0]))
     keys = rows[srt][:, [0, 1, 2, 5]]
     first = np.ones(len(srt), dtype=bool)
     first[1:] = np.any(keys[1:] != keys[:-1], axis=1)
-    return rows[np.sort(srt[first]), :5].astype(np.int64)
+    kept = np.sort(srt[first])
+    out = rows[kept, :5].astype(np.int64)
+    if not return_tests:
+        return out
+    # every row's key is its group's first occurrence's: map each row to its kept row
+    group = np.cumsum(first) - 1  # group of each row, in sorted order
+    position = np.searchsorted(kept, srt[first])  # group -> its row of out
+    row_of = np.empty(len(srt), dtype=np.int64)
+    row_of[srt] = position[group]
+    return out, np.stack([tid, row_of], axis=1).astype(np.int64)
+
+
+def hole_residuals(t, Y, kernel: Kernel, lam: float, targets, *, centres: int = 2):
+    """Held-out residuals of one fit across holes shaped like the targets' own.
+
+    Parameters
+    ----------
+    t : array_like, shape (n,)
+        Nodes, sorted ascending.
+    Y : array_like, shape (n, m)
+    kernel : Kernel
+    lam : float
+    targets : array_like, shape (K,)
+    centres : int
+        As in :func:`hole_blocks`.
+
+    Returns
+    -------
+    residuals : ndarray, shape (n_tests, m)
+        ``y_j - u_{-B}(t_j)`` for each block of :func:`hole_blocks`.
+    tests : ndarray of int, shape (n_pairs, 2)
+        Pairs (target k, row of ``residuals``) of each target with the
+        blocks that copy its hole.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    Y2 = np.asarray(Y, dtype=np.float64).reshape(t.size, -1)
+    rows, tests = _hole_ranges(t, targets, centres=centres, return_tests=True)
+    if not len(rows):
+        return np.zeros((0, Y2.shape[1])), tests
+    blocks = [(j, np.arange(lo, hi + 1) if i0 <= j < i1 or i1 <= i0 else np.union1d(np.arange(i0, i1), [j]))
+              for j, lo, hi, i0, i1 in rows.tolist()]
+    path = ridge_path(t, Y2, kernel, [lam], blocks=blocks)
+    if not path:
+        return np.zeros((0, Y2.shape[1])), np.zeros((0, 2), dtype=np.int64)
+    return np.asarray(path[0]["block"]).reshape(len(blocks), -1), tests
+
+
+def hole_rmse(residuals, tests, n_targets: int, fallback: float = float("nan")) -> np.ndarray:
+    """Each target's root-mean-squared error estimated by its own hole tests.
+
+    Parameters
+    ----------
+    residuals : array_like, shape (n_tests, m)
+        Held-out residuals (:func:`hole_residuals`, or a mixture's: the mean
+        of its members' residuals, since a mean of linear smoothers holds
+        out as the mean of their held-out predictions).
+    tests : array_like of int, shape (n_pairs, 2)
+        Pairs (target, row of ``residuals``).
+    n_targets : int
+        K.
+    fallback : float
+        The mean squared error to assume where no test is available at
+        all (e.g. the leave-one-out error).
+
+    Returns
+    -------
+    ndarray, shape (K,)
+        ``sqrt(mean over target k's tests of mean_m r^2)``; a target with
+        no test of its own gets the mean over every test, and every target
+        gets ``sqrt(fallback)`` when there is no test.
+    """
+    R = np.asarray(residuals, dtype=np.float64)
+    tests = np.asarray(tests, dtype=np.int64).reshape(-1, 2)
+    if R.size == 0 or not len(tests):
+        return np.full(n_targets, math.sqrt(fallback) if fallback >= 0 else math.nan)
+    per = np.mean(R.reshape(R.shape[0], -1) ** 2, axis=1)  # (n_tests,)
+    total = np.bincount(tests[:, 0], weights=per[tests[:, 1]], minlength=n_targets)
+    count = np.bincount(tests[:, 0], minlength=n_targets)
+    mse = np.where(count > 0, total / np.maximum(count, 1), float(np.mean(per[tests[:, 1]])))
+    return np.sqrt(mse)
 
 
 def ridge_path(t, Y, kernel: Kernel, lams, *, targets=None, blocks=None, relative: bool = False,
@@ -777,6 +863,15 @@ class RidgeSelection:
     fits : dict
         ``str(kernel) -> KernelRidge``: every kernel's best fit, already
         fitted (so a mixture of the best few needs no refit).
+    residuals : dict
+        ``str(kernel) -> ndarray``, shape (n_tests, m): the held-out
+        residuals the best fit was scored by (hole residuals for ``"gap"``,
+        leave-one-out residuals otherwise; empty for ``"gcv"``), rows in the
+        same order for every kernel, so that combinations of the fits can be
+        scored without refitting.
+    tests : ndarray of int, shape (n_tests, 2), or None
+        For ``"gap"``: pairs (target k, residual row) of each target with
+        the held-out residuals that copy its hole.
     """
 
     fit: KernelRidge
@@ -785,6 +880,8 @@ class RidgeSelection:
     score: float
     scores: list
     fits: dict = field(default_factory=dict, repr=False)
+    residuals: dict = field(default_factory=dict, repr=False)
+    tests: np.ndarray | None = field(default=None, repr=False)
 
 
 def _materialise(best_rows, lazy=False):
@@ -804,8 +901,16 @@ def _score(criterion, row, n, m):
     return float(n * np.sum(c**2) / np.sum(a) ** 2 / m)
 
 
+def _held_out(criterion, row):
+    if criterion == "gap":
+        return row["block"]
+    if criterion == "loo":
+        return row["c"] / row["a"][:, None]
+    return None
+
+
 def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, criterion: str = "loo",
-                 targets=None, solver: str = "auto") -> RidgeSelection:
+                 targets=None, solver: str = "auto", centres: int = 2) -> RidgeSelection:
     """Choose kernel and ridge by closed-form leave-one-out, GCV or hole error.
 
     Parameters
@@ -834,6 +939,8 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         As in :class:`KernelRidge`, per candidate kernel (``"fast"`` is an
         error for a kernel without a state-space form); ``"auto"`` takes
         the fast path from ``FAST_MIN_N_SELECT`` nodes on.
+    centres : int, default 2
+        Held-out centres per target for ``"gap"`` (:func:`hole_blocks`).
 
     Returns
     -------
@@ -859,12 +966,12 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
     Y2 = np.asarray(Y, dtype=np.float64).reshape(t.size, -1)
     n, m = t.size, Y2.shape[1]
     kernels = list(kernels)
-    blocks = None
+    blocks = tests = None
     if criterion == "gap":
         if targets is None:
             raise ValueError("criterion='gap' needs the targets (the points the fit is evaluated at)")
         order = np.argsort(t, kind="stable")
-        ranges = _hole_ranges(t[order], targets)  # (j, first, last, i0, i1) in sorted order
+        ranges, tests = _hole_ranges(t[order], targets, centres=centres, return_tests=True)  # (j, first, last, i0, i1) in sorted order
         if not len(ranges):
             criterion = "loo"
     if lam is None:
@@ -881,7 +988,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
             return
         cur = best_rows.get(kernel)
         if cur is None or score < cur[1]:
-            best_rows[kernel] = [row["lam"], score, row["solution"], used]
+            best_rows[kernel] = [row["lam"], score, row["solution"], used, _held_out(criterion, row)]
 
     if fast:
         fs = _FastSolver(t, Y2)
@@ -897,7 +1004,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
             consider(row["kernel"], row, "fast")
         _materialise(best_rows, lazy=True)
     if criterion == "gap" and len(fast) < len(kernels):
-        blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets)]
+        blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets, centres=centres)]
     for kernel in kernels:
         if kernel in fast:
             continue
@@ -908,7 +1015,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
     for kernel in kernels:
         if kernel not in best_rows:
             continue
-        lam_k, score, sol, used = best_rows[kernel]
+        lam_k, score, sol, used, _ = best_rows[kernel]
         scores.append((str(kernel), lam_k, score))
         if best is None or score < best[2]:
             best = (kernel, lam_k, score)
@@ -916,11 +1023,14 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         # n == null-space dimension for every kernel: only interpolation is possible
         kernel = kernels[0]
         fit = KernelRidge(kernel, 0.0, solver="dense").fit(t, Y2)
-        return RidgeSelection(fit, kernel, 0.0, float("nan"), scores, {str(kernel): fit})
-    fits = {}
-    for kernel, (lam_k, score, sol, used) in best_rows.items():
+        return RidgeSelection(fit, kernel, 0.0, float("nan"), scores, {str(kernel): fit}, {}, None)
+    fits, residuals = {}, {}
+    for kernel, (lam_k, score, sol, used, res) in best_rows.items():
         if callable(sol):
             sol = sol()
         fits[str(kernel)] = KernelRidge._from_solution(kernel, sol, solver=solver, used=used)
+        if res is not None:
+            residuals[str(kernel)] = res
     kernel, lam_best, score = best
-    return RidgeSelection(fits[str(kernel)], kernel, lam_best, score, scores, fits)
+    return RidgeSelection(fits[str(kernel)], kernel, lam_best, score, scores, fits, residuals,
+                          tests if criterion == "gap" else None)

@@ -30,6 +30,11 @@ block). Patterns: ``random`` (S uniform in 1..N-K), ``bernoulli`` (p up to
 S adjacent workers: an adversary per decoder) and ``latency`` (the fastest
 N-S of shifted-exponential, Pareto or slow-node latencies).
 
+Errors below ``EXACT_NMSE`` (1e-12) times the outputs' mean square count as
+exact: each MSE is raised to that floor before it is divided, so that a ratio
+of round-offs (1e-30 against 1e-24, from a function that the code reproduces
+exactly) is 1, not 10^6.
+
 Every decoder choice of this project is judged on settings drawn after the
 change (a new seed), never on a fixed list.
 """
@@ -51,12 +56,16 @@ from ..stragglers import (BernoulliStragglers, BlockStragglers, ContiguousStragg
                           Pareto, RandomStragglers, ShiftedExponential, SlowNodes)
 
 __all__ = ["FAMILIES", "PATTERNS", "DECODERS", "Setting", "draw_setting", "score_setting", "run_selector_bench",
-           "summarize"]
+           "summarize", "report", "plot"]
 
 FAMILIES = ("closed-form", "mlp", "cnn", "network")
 PATTERNS = ("random", "bernoulli", "block", "blocks", "worst-block", "latency")
 DECODERS = ("gcc", "gcc-loo", "gcc-spline", "letcc", "bacc")
 LETCC_RIDGES = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+# Errors below this MSE relative to the outputs' mean square (an RMSE of one part in 10^6 of
+# their RMS) count as exact: ratios of round-off (1e-30 against 1e-24) say nothing of a decoder.
+EXACT_NMSE = 1e-12
+_MAX_REDRAWS = 1000  # straggler draws tried per round for one that leaves K workers
 NETWORKS = ("mlp", "lenet5", "convnet", "vit", "lenet5-mnist", "minilm")
 
 
@@ -171,8 +180,8 @@ def _pattern(rng, pattern, K, N):
         S = max(S, blocks)
         while S + blocks - 1 > N - K and S > blocks:  # the blocks must fit apart with K returning
             S -= 1
-        if S + blocks - 1 > N - K:
-            return BlockStragglers(S, 1)
+        if S + blocks - 1 > N - K:  # no room for several blocks: one block that leaves K returning
+            return BlockStragglers(min(S, N - K), 1)
         return BlockStragglers(S, blocks)
     if pattern == "worst-block":
         return ContiguousStragglers(S)
@@ -220,6 +229,29 @@ def _mse(scheme, Y, ret, truth) -> float:
     return err if math.isfinite(err) else math.inf
 
 
+def _error_ratios(scheme, Y, ret, truth) -> list:
+    """Per decoded input: its true RMSE over the decoder's ``rmse_p90`` (<= 1: covered). An input
+    whose true error is round-off (below ``EXACT_NMSE``) counts as covered."""
+    try:
+        dec = scheme.decode_with_info(Y[ret], ret)
+    except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError):
+        return []
+    err = np.sqrt(np.mean((np.asarray(dec.estimate).reshape(truth.shape) - truth) ** 2, axis=1))
+    tiny = err ** 2 <= EXACT_NMSE * max(float(np.mean(truth ** 2)), 1e-300)
+    bound = np.asarray(dec.info.get("rmse_p90", np.full(err.shape, np.nan)), dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(tiny, 0.0, err / bound)
+    return [float(v) if np.isfinite(v) else math.inf for v in r]
+
+
+def _coverage(ratios) -> dict:
+    v = np.asarray(ratios, dtype=np.float64)
+    if not v.size:
+        return {"inputs": 0, "covered": math.nan, "ratio_p50": math.nan, "ratio_p90": math.nan}
+    return {"inputs": int(v.size), "covered": float(np.mean(v <= 1.0)), "ratio_p50": float(np.quantile(v, 0.5)),
+            "ratio_p90": float(np.quantile(v, 0.9))}
+
+
 def score_setting(setting: Setting, *, rounds: int = 6, seed=0, extra=None) -> dict:
     """Every decoder's mean MSE on the setting's draws, and each named decoder over the oracle.
 
@@ -232,7 +264,8 @@ def score_setting(setting: Setting, *, rounds: int = 6, seed=0, extra=None) -> d
         ``mse`` (decoder -> mean MSE over rounds; ``letcc`` is LeTCC at its
         best ridge, named in ``letcc_ridge``), ``oracle`` (the grid's best
         configuration) and ``oracle_mse``, ``ratio`` (decoder -> MSE over the
-        oracle's), ``seconds``.
+        oracle's, both raised to ``exact_floor``: ``EXACT_NMSE`` times the
+        outputs' mean square), ``seconds``.
     """
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -240,37 +273,53 @@ def score_setting(setting: Setting, *, rounds: int = 6, seed=0, extra=None) -> d
     decs = _decoders(K, N, extra)
     encoders = {fam: scheme for scheme, fam in reversed(list(decs.values()))}
     sums = dict.fromkeys(decs, 0.0)
+    power = 0.0
+    ratios = []  # the default decoder's true RMSE over its rmse_p90, per decoded input
     adversarial = getattr(setting.stragglers, "adversarial", False)
     blocks = setting.stragglers.candidates(N) if adversarial else None
     for _ in range(rounds):
         Xb = setting.X[rng.choice(setting.X.shape[0], size=K, replace=setting.X.shape[0] < K)]
         truth = apply_batch(f, Xb, "data inputs", K).reshape(K, -1)
+        power += float(np.mean(truth ** 2)) / rounds
         Y = {fam: apply_workers(f, s, s.encode(Xb)).reshape(N, -1) for fam, s in encoders.items()}
         if not adversarial:
-            while True:  # a draw every decoder can decode (Bernoulli may leave fewer than K)
+            for _ in range(_MAX_REDRAWS):  # a draw every decoder can decode (Bernoulli may leave fewer than K)
                 ret = setting.stragglers.returned(N, rng)
                 if ret.size >= K:
                     break
+            else:
+                raise RuntimeError(f"{setting.name}: {setting.stragglers!r} left fewer than K = {K} of N = {N} "
+                                   f"workers in {_MAX_REDRAWS} draws")
             for name, (scheme, fam) in decs.items():
                 sums[name] += _mse(scheme, Y[fam], ret, truth)
         else:  # each decoder against its own worst block
+            worst = {}
             for name, (scheme, fam) in decs.items():
-                sums[name] += max(_mse(scheme, Y[fam], ret, truth) for ret in blocks)
+                errs = [_mse(scheme, Y[fam], r, truth) for r in blocks]
+                sums[name] += max(errs)
+                worst[name] = blocks[int(np.argmax(errs))]
+            ret = worst["gcc"]
+        ratios.extend(_error_ratios(decs["gcc"][0], Y["gcc"], ret, truth))
     mse = {name: v / rounds for name, v in sums.items()}
     grid = {n: v for n, v in mse.items() if n.startswith("grid:")}
     oracle = min(grid, key=lambda n: grid[n])
     letcc = min((n for n in mse if n.startswith("letcc@")), key=lambda n: mse[n])
     named = {"gcc": mse["gcc"], "gcc-loo": mse["gcc-loo"], "gcc-spline": mse["gcc-spline"],
              "letcc": mse[letcc], "bacc": mse["bacc"], **{n: mse[n] for n in (extra or {})}}
-    floor = max(grid[oracle], 1e-300)
+    floor = max(EXACT_NMSE * power, 1e-300)  # below it, errors are round-off and count as equal
     return {"mse": named, "oracle": oracle[len("grid:"):], "oracle_mse": grid[oracle],
-            "letcc_ridge": float(letcc.split("@")[1]),
-            "ratio": {n: v / floor for n, v in named.items()}, "seconds": time.perf_counter() - t0}
+            "letcc_ridge": float(letcc.split("@")[1]), "exact_floor": floor,
+            "ratio": {n: max(v, floor) / max(grid[oracle], floor) for n, v in named.items()},
+            "coverage": _coverage(ratios), "error_ratios": ratios, "seconds": time.perf_counter() - t0}
 
 
 def _quantile(v, q):
     v = np.asarray(v, dtype=np.float64)
     return float(np.quantile(v, q)) if v.size else math.nan
+
+
+def _floored(row, dec):
+    return max(row["mse"][dec], row.get("exact_floor", 0.0), 1e-300)
 
 
 def summarize(rows: list[dict], key: str = "ratio", against: str | None = None) -> list[dict]:
@@ -281,7 +330,7 @@ def summarize(rows: list[dict], key: str = "ratio", against: str | None = None) 
     for dec in rows[0]["ratio"] if rows else DECODERS:
         if against is not None and dec == against:
             continue
-        vals = [r["mse"][dec] / max(r["mse"][against], 1e-300) if against else r[key][dec] for r in rows]
+        vals = [_floored(r, dec) / _floored(r, against) if against else r[key][dec] for r in rows]
         worst = int(np.argmax(vals))
         out.append({"decoder": dec, "vs": against or "oracle", "settings": len(vals),
                     "median": _quantile(vals, 0.5), "p90": _quantile(vals, 0.9), "max": float(np.max(vals)),
@@ -301,7 +350,9 @@ def run_selector_bench(n_settings: int = 200, *, seed: int | None = None, rounds
     dict
         ``seed``, ``rows`` (one per setting: its description, every decoder's
         MSE, the oracle and the ratios), ``summary`` (over the oracle),
-        ``summary_vs_letcc``, ``summary_vs_bacc`` and ``by_pattern`` (the
+        ``summary_vs_letcc``, ``summary_vs_bacc``, ``coverage`` (per function
+        family and over all: the share of the default decoder's decoded inputs
+        whose true RMSE is under its ``rmse_p90``) and ``by_pattern`` (the
         default decoder's distribution per straggler pattern).
     """
     seed = secrets.randbits(32) if seed is None else int(seed)
@@ -318,9 +369,29 @@ def run_selector_bench(n_settings: int = 200, *, seed: int | None = None, rounds
         sub = [r for r in rows if r["setting"]["pattern"] == pattern]
         if sub:
             by_pattern.extend({"pattern": pattern, **row} for row in summarize(sub) if row["decoder"] == "gcc")
+    coverage = [{"family": fam, **_coverage([x for r in rows if r["setting"]["family"] == fam
+                                             for x in r["error_ratios"]])}
+                for fam in FAMILIES + ("all",) if fam == "all" or any(r["setting"]["family"] == fam for r in rows)]
+    coverage[-1].update(_coverage([x for r in rows for x in r["error_ratios"]]))
     return {"seed": seed, "n_settings": n_settings, "rounds": rounds, "max_workers": max_workers, "rows": rows,
+            "coverage": coverage,
             "summary": summarize(rows), "summary_vs_letcc": summarize(rows, against="letcc"),
             "summary_vs_bacc": summarize(rows, against="bacc"), "by_pattern": by_pattern}
+
+
+def report(result: dict) -> str:
+    """The console tables of a :func:`run_selector_bench` result (or of its saved JSON)."""
+    from ..report import format_table
+
+    seed = result["seed"]
+    cols = ["decoder", "vs", "settings", "median", "p90", "max", "within_1.25x", "within_2x", "worst"]
+    return "\n".join([
+        format_table(result["summary"], cols, title=f"MSE over the best fixed GCC decoder in hindsight, seed {seed}"),
+        format_table(result["summary_vs_letcc"] + result["summary_vs_bacc"], cols, title="MSE over the peers'"),
+        format_table(result["by_pattern"], ["pattern"] + cols, title="the default decoder (gcc) by straggler pattern"),
+        format_table(result["coverage"], ["family", "inputs", "covered", "ratio_p50", "ratio_p90"],
+                     title="gcc's rmse_p90: share of decoded inputs whose true RMSE is under it (target 0.85-0.95)"),
+    ])
 
 
 def plot(result: dict, path):

@@ -9,7 +9,7 @@ serves uncoded with hedged requests (the baseline); ``request`` is the
 future of one ``submit_one`` request and how its answer was obtained.
 """
 
-from ..errors import BatchFailedError, InvalidInputError
+from ..errors import BatchFailedError, ErrorBoundExceededError, InvalidInputError
 from .backend import Backend
 from .batch import BatchResult
 from .executor import CodedExecutor
@@ -18,6 +18,6 @@ from .gather import AdaptiveDeadline, GatherPolicy, GatherState, decide
 from .hedged import HedgedExecutor, HedgedResult
 from .request import AnswerInfo, RequestFuture
 
-__all__ = ["CodedExecutor", "BatchResult", "BatchFailedError", "InvalidInputError", "Faults", "TaskFault",
+__all__ = ["CodedExecutor", "BatchResult", "BatchFailedError", "ErrorBoundExceededError", "InvalidInputError", "Faults", "TaskFault",
            "FAULT_KINDS", "Backend", "GatherPolicy", "GatherState", "decide", "AdaptiveDeadline", "HedgedExecutor",
            "HedgedResult", "WorkerStragglers", "AnswerInfo", "RequestFuture"]

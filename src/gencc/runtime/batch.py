@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import MissingOutputsError
+from ..errors import ErrorBoundExceededError, MissingOutputsError
 from .request import AnswerInfo
 
 __all__ = ["BatchResult"]
@@ -60,6 +60,17 @@ class BatchResult:
         Whether the decode used at least the scheme's ``trusted_returns``
         results (flagged ones not counted). False only where ``n_min`` let
         a batch be decoded from fewer; its decoded rows are guesses.
+    rmse, rmse_p90 : ndarray, shape (B*K,), or None
+        Each input's own error estimate and 90% bound (root-mean-squared,
+        ``Decoded.info["rmse"]`` and ``["rmse_p90"]``; 0 for exact answers);
+        None where the scheme has no per-input estimate. With B > 1 one
+        estimate per input position k, pooled over the B coded batches.
+    refused : tuple of int
+        Inputs refused by the executor's ``max_error`` (``rmse_p90 ** 2`` above
+        it): their rows of ``outputs`` are NaN and :meth:`output` raises
+        :class:`~gencc.errors.ErrorBoundExceededError` for them.
+    max_error : float or None
+        The executor's ``max_error`` when this batch was decoded.
     """
 
     batch: int
@@ -77,20 +88,29 @@ class BatchResult:
     decode_info: dict = field(default_factory=dict, repr=False)
     flagged: tuple = ()
     trusted: bool = True
+    rmse: np.ndarray | None = field(default=None, repr=False)
+    rmse_p90: np.ndarray | None = field(default=None, repr=False)
+    refused: tuple = ()
+    max_error: float | None = None
 
     def answer_info(self, k: int) -> AnswerInfo:
         """How input k's output was obtained (what its :meth:`submit_one` future's ``info`` says)."""
         exact = self.decode_info.get("exact")
         if exact is not None and bool(exact[k]):
-            return AnswerInfo(True, 0.0, True, len(self.returned), self.batch)
-        return AnswerInfo(False, self.error_estimate, self.trusted, len(self.returned), self.batch)
+            return AnswerInfo(True, 0.0, True, len(self.returned), self.batch, 0.0, 0.0)
+        rmse = None if self.rmse is None else float(self.rmse[k])
+        p90 = None if self.rmse_p90 is None else float(self.rmse_p90[k])
+        return AnswerInfo(False, self.error_estimate, self.trusted, len(self.returned), self.batch, rmse, p90)
 
     def output(self, k: int) -> np.ndarray:
-        """Output of input k, or MissingOutputsError if it has none."""
+        """Output of input k; MissingOutputsError if it has none, ErrorBoundExceededError if it
+        was refused by ``max_error``."""
         if k in self.missing:
             raise MissingOutputsError(f"batch {self.batch}: input {k} has no answer",
                                       missing=np.array([k]), partial=None,
                                       n_returned=len(self.returned), n_required=0)
+        if k in self.refused:
+            raise ErrorBoundExceededError(self.batch, k, float(self.rmse_p90[k]), float(self.max_error))
         return self.outputs[k]
 
 

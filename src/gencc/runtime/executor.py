@@ -19,7 +19,8 @@ from concurrent.futures import CancelledError, Future
 import numpy as np
 
 from .._validation import check_batch, check_choice, check_int, check_nonnegative
-from ..errors import BatchFailedError, InsufficientReturnsError, InvalidInputError, MissingOutputsError
+from ..errors import (BatchFailedError, ErrorBoundExceededError, InsufficientReturnsError, InvalidInputError,
+                      MissingOutputsError)
 from ..schemes.base import CodingScheme
 from .batch import BatchResult, BatchState
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
@@ -174,9 +175,14 @@ class CodedExecutor(StreamingExecutor):
         seconds is killed and started again, and the tasks queued on it are
         erasures (default: ``max(60, hang_timeout)``). Must be > 0.
     max_error : float, optional
-        Quality floor: a decoded batch whose ``error_estimate`` exceeds this
-        fails with :class:`~gencc.errors.BatchFailedError` instead of being
-        answered. Schemes without an estimate are not affected.
+        Quality floor, a mean squared error. With a scheme that bounds each
+        input's error (GCC, LeTCC: ``Decoded.info["rmse_p90"]``), an input
+        whose ``rmse_p90 ** 2`` exceeds it is refused on its own: its request
+        gets :class:`~gencc.errors.ErrorBoundExceededError` and the rest of
+        the batch is answered (``BatchResult.refused``). With a scheme that
+        has only a batch estimate (BACC), a batch whose ``error_estimate``
+        exceeds it fails with :class:`~gencc.errors.BatchFailedError`.
+        Schemes without an estimate are not affected.
     calibration : dict, optional
         Calibrate the scheme at start-up on sample inputs: ``{"X": (n,
         *in_shape) array, "stragglers": StragglerModel, "rounds": int}``
@@ -198,8 +204,9 @@ class CodedExecutor(StreamingExecutor):
         not ready within ``restart_timeout``), re-dispatches, ``pulled_elsewhere`` and
         ``never_sent`` (pull placement: tasks run by another worker than their slot's, and
         tasks whose batch was decoded before a worker was free),
-        late results and ``"flagged"`` (returned workers a robust decode left
-        out as wrong, summed over batches; see ``BatchResult.flagged``).
+        late results, ``"flagged"`` (returned workers a robust decode left
+        out as wrong, summed over batches; see ``BatchResult.flagged``) and
+        ``"refused_inputs"`` (decoded inputs refused by ``max_error``).
     returned_counts : collections.Counter
         For each answered batch, how many usable results it was decoded from.
     timings : collections.Counter
@@ -416,7 +423,8 @@ class CodedExecutor(StreamingExecutor):
             another shape: already failed when returned, and its batch never
             sees it), :class:`BatchFailedError` if its batch failed,
             :class:`~gencc.errors.MissingOutputsError` if no returned worker
-            answered it (replication), or ``CancelledError`` if it was cancelled
+            answered it (replication), :class:`~gencc.errors.ErrorBoundExceededError`
+            if its decoded error bound is above ``max_error``, or ``CancelledError`` if it was cancelled
             while waiting in the window (``future.cancel()``, or
             ``shutdown(cancel_futures=True)``).
 
@@ -656,7 +664,7 @@ class CodedExecutor(StreamingExecutor):
                 raise got
             try:
                 return got.output(k)
-            except MissingOutputsError as exc:
+            except (MissingOutputsError, ErrorBoundExceededError) as exc:
                 return exc
 
         def drain_run():
@@ -666,7 +674,7 @@ class CodedExecutor(StreamingExecutor):
             if isinstance(item, list) and item[0] is not None:
                 fut, _, early = item
                 got = outcome(fut)
-                if isinstance(got, BatchResult) and not early and not got.missing:
+                if isinstance(got, BatchResult) and not early and not got.missing and not got.refused:
                     out, rows = got.outputs, []
                     while pending and isinstance(pending[0], list) and pending[0][0] is fut:
                         rows.append(pending.popleft()[1])
@@ -1072,8 +1080,17 @@ class CodedExecutor(StreamingExecutor):
             outputs, missing, info, est = decode_stacked(self.scheme, Y, slots, b.size)
         except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError) as exc:
             return self._fail(b, f"decode failed: {exc}")
-        if self.max_error is not None and est is not None and not est <= self.max_error:
-            return self._fail(b, f"decoder's error estimate {est:.3g} above max_error {self.max_error:g}")
+        rmse, p90 = info.get("rmse"), info.get("rmse_p90")
+        refused = ()
+        if self.max_error is not None:
+            if p90 is not None:  # per input: refuse only those whose own bound is too high
+                refused = tuple(int(k) for k in np.flatnonzero(~(np.asarray(p90) ** 2 <= self.max_error)))
+                if refused:
+                    outputs = outputs.copy()
+                    outputs[list(refused)] = np.nan
+                    self.stats["refused_inputs"] += len(refused)
+            elif est is not None and not est <= self.max_error:
+                return self._fail(b, f"decoder's error estimate {est:.3g} above max_error {self.max_error:g}")
         if self._out_shape is None:
             self._out_shape = Y.shape[2:]
         flagged = tuple(int(s) for s in info.get("flagged", ()))
@@ -1084,6 +1101,9 @@ class CodedExecutor(StreamingExecutor):
             wall_time=time.monotonic() - b.t0 + b.encode_time, encode_time=b.encode_time,
             decode_time=time.monotonic() - t0, error_estimate=None if est is None else float(est),
             decode_info=info, flagged=flagged, trusted=len(slots) - len(flagged) >= self.scheme.trusted_returns,
+            rmse=None if rmse is None else np.asarray(rmse, dtype=np.float64),
+            rmse_p90=None if p90 is None else np.asarray(p90, dtype=np.float64), refused=refused,
+            max_error=self.max_error,
         )
         self._retire(b)
         self.stats["batches"] += 1

@@ -73,8 +73,9 @@ def decode_stacked(scheme, Y, returned, B: int):
     missing : tuple of int
         Requests no returned worker answered (replication and uncoded only).
     info : dict
-        The scheme's decode info; a systematic scheme's ``"exact"`` mask is
-        expanded to the B*K requests.
+        The scheme's decode info; a systematic scheme's ``"exact"`` mask and
+        the per-input ``"rmse"`` and ``"rmse_p90"`` are expanded to the B*K
+        requests.
     error_estimate : float or None
 
     Raises
@@ -98,4 +99,7 @@ def decode_stacked(scheme, Y, returned, B: int):
     outputs = np.asarray(est, dtype=np.float64).reshape(K, B, p).transpose(1, 0, 2).reshape((B * K, *out_shape))
     if "exact" in info:
         info["exact"] = np.tile(np.asarray(info["exact"], dtype=bool), B)
+    for key in ("rmse", "rmse_p90"):  # one estimate per input position, pooled over the B batches
+        if key in info:
+            info[key] = np.tile(np.asarray(info[key], dtype=np.float64), B)
     return outputs, missing, info, err

@@ -45,6 +45,11 @@ class AnswerInfo:
     batch : int or None
         The batch it was computed in (its :class:`~gencc.runtime.BatchResult`'s
         ``batch``); None for :class:`~gencc.runtime.HedgedExecutor`'s groups.
+    rmse, rmse_p90 : float or None
+        This answer's own error: the decoder's estimate of its
+        root-mean-squared error and a bound it stays under for about 90% of
+        decoded answers (``Decoded.info["rmse"]``, ``["rmse_p90"]``); 0.0
+        for an exact answer, None where the scheme has no per-input estimate.
     """
 
     exact: bool
@@ -52,9 +57,11 @@ class AnswerInfo:
     trusted: bool = True
     n_returned: int | None = None
     batch: int | None = None
+    rmse: float | None = None
+    rmse_p90: float | None = None
 
 
-EXACT = AnswerInfo(exact=True, error_estimate=0.0)
+EXACT = AnswerInfo(exact=True, error_estimate=0.0, rmse=0.0, rmse_p90=0.0)
 
 
 class RequestFuture(CallbackFuture):

@@ -20,7 +20,7 @@ from concurrent.futures import CancelledError, Future
 import numpy as np
 
 from .._validation import check_nonnegative
-from ..errors import InvalidInputError, MissingOutputsError
+from ..errors import ErrorBoundExceededError, InvalidInputError, MissingOutputsError
 from .futures import CallbackThread, when_done
 from .request import AnswerInfo, RequestFuture
 
@@ -447,7 +447,7 @@ class ColumnBatcher(RequestBatcher):
 def _answer_early(futures: list[RequestFuture], rows, outputs, batch):
     """Answer the requests of ``rows`` (padding rows have none) with ``outputs[i]``,
     computed by their own worker in batch ``batch``."""
-    info = AnswerInfo(exact=True, error_estimate=0.0, batch=batch)
+    info = AnswerInfo(exact=True, error_estimate=0.0, batch=batch, rmse=0.0, rmse_p90=0.0)
     for i, r in enumerate(rows):
         if r < len(futures) and futures[r] is not None and not futures[r].done():
             futures[r].answer(np.array(outputs[i], copy=True), info)
@@ -473,7 +473,7 @@ def _resolve(batch_future: Future, futures: list[RequestFuture]):
             continue
         try:
             fut.answer(res.output(i), res.answer_info(i))
-        except MissingOutputsError as exc:
+        except (MissingOutputsError, ErrorBoundExceededError) as exc:
             fut.fail(exc)
 
 

@@ -39,6 +39,16 @@ class DecoderEntry:
         False where the scheme reports ``loo_mse`` as NaN (too few returns).
     info : dict
         The parts of the info dict that do not depend on the outputs.
+    holes : ndarray, shape (n_tests, |F|), or None
+        Hole-test residuals as a linear map of the outputs
+        (:func:`gencc.ridge.hole_residuals` of the identity), for the
+        per-input error estimates ``rmse`` and ``rmse_p90``.
+    tests : ndarray of int, shape (n_pairs, 2), or None
+        Pairs (input k, row of ``holes``).
+    error_factor : float
+        ``rmse_p90 / rmse``.
+    n_targets : int
+        K (``rmse`` has one entry per input, decoded by this entry or not).
     """
 
     rows: np.ndarray | None
@@ -46,17 +56,27 @@ class DecoderEntry:
     loo: np.ndarray | None = None
     loo_defined: bool = True
     info: dict = field(default_factory=dict)
+    holes: np.ndarray | None = None
+    tests: np.ndarray | None = None
+    error_factor: float = float("nan")
+    n_targets: int = 0
 
     @property
     def nbytes(self) -> int:
-        return int(self.D.nbytes + (0 if self.loo is None else self.loo.nbytes))
+        return int(self.D.nbytes + sum(0 if a is None else a.nbytes for a in (self.loo, self.holes)))
 
     def info_for(self, Y2) -> dict:
         """The info dict for outputs ``Y2`` (shape (|F|, p)), as the uncached decode gives it."""
         info = dict(self.info)
         if self.loo is not None:
             info["loo_mse"] = float(np.mean((self.loo @ Y2) ** 2)) if self.loo_defined else float("nan")
+        if self.holes is not None:
+            from ..ridge import hole_rmse
+
+            rmse = hole_rmse(self.holes @ Y2, self.tests, self.n_targets, info.get("loo_mse", float("nan")))
+            info["rmse"], info["rmse_p90"] = rmse, self.error_factor * rmse
         return info
+
 
 
 class CacheInfo(NamedTuple):
