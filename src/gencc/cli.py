@@ -81,6 +81,16 @@ def _add_bench(sub):
     s.add_argument("--rounds", type=int, default=8, help="batches per setting (default 8)")
     s.add_argument("--max-workers", type=int, default=512, help="cap on N (default 512)")
     s.add_argument("--out", default="gencc-selector", help="folder for selector.json, selector.csv, selector.png")
+    c = bsub.add_parser("selfcal", help="self-calibration (systematic GCC) against the default decoder, calibrate "
+                                        "and the best fixed decoder in hindsight, on streams drawn fresh from a "
+                                        "seed; and one stream whose function drifts")
+    c.add_argument("--settings", type=int, default=60, help="streams to draw (default 60)")
+    c.add_argument("--seed", type=int, default=None, help="repeat a run (default: a new seed, printed)")
+    c.add_argument("--batches", type=int, default=48, help="batches per stream, the second half scored (default 48)")
+    c.add_argument("--max-workers", type=int, default=128, help="cap on N (default 128)")
+    c.add_argument("--drift-batches", type=int, default=240, help="batches of the drifting stream (default 240)")
+    c.add_argument("--out", default="gencc-selfcal", help="folder for selfcal.json, selfcal.csv, selfcal.png, "
+                                                         "drift.json, drift.png")
     return p
 
 
@@ -111,6 +121,34 @@ def _run_bench_selector(args) -> int:
             for r in res["rows"]]
     print(f"wrote {write_json(res, out / 'selector.json')}, {write_csv(flat, out / 'selector.csv')}, "
           f"{plot(res, out / 'selector.png')}")
+    return 0
+
+
+def _run_bench_selfcal(args) -> int:
+    import secrets
+    from pathlib import Path
+
+    from .experiments.self_calibration_bench import plot, plot_drift, report, run_drift, run_self_calibration_bench
+    from .report import provenance, write_csv, write_json
+
+    if args.settings < 1 or args.batches < 4 or args.drift_batches < 4:
+        raise ValueError(f"--settings must be >= 1 and --batches, --drift-batches >= 4, got {args.settings}, "
+                         f"{args.batches} and {args.drift_batches}")
+    seed = secrets.randbits(32) if args.seed is None else args.seed
+    print(f"self-calibration bench: {args.settings} streams drawn with seed {seed} (repeat with --seed {seed})",
+          file=sys.stderr)
+    res = run_self_calibration_bench(args.settings, seed=seed, batches=args.batches, max_workers=args.max_workers,
+                                     progress=True)
+    drift = run_drift(seed=seed, batches=args.drift_batches)
+    res["provenance"] = drift["provenance"] = provenance()
+    print(report(res, drift))
+    out = Path(args.out)
+    flat = [{**r["setting"], "oracle": r["oracle"], "oracle_mse": r["oracle_mse"],
+             **{f"{d}/oracle": v for d, v in r["ratio"].items()}, "self_cal_choice": r["self_cal"]["choice"],
+             "self_cal_switches": r["self_cal"]["switches"]} for r in res["rows"]]
+    print(f"wrote {write_json(res, out / 'selfcal.json')}, {write_csv(flat, out / 'selfcal.csv')}, "
+          f"{plot(res, out / 'selfcal.png')}, {write_json(drift, out / 'drift.json')}, "
+          f"{plot_drift(drift, out / 'drift.png')}")
     return 0
 
 
@@ -178,7 +216,8 @@ def main(argv=None) -> int:
     _limit_blas_threads()
     try:
         if args.command == "bench":
-            return _run_bench_selector(args) if args.bench == "selector" else _run_bench_accuracy(args)
+            run = {"selector": _run_bench_selector, "selfcal": _run_bench_selfcal}.get(args.bench, _run_bench_accuracy)
+            return run(args)
         if args.command == "workloads":
             from . import workloads
             from .report import format_table

@@ -28,6 +28,7 @@ from .faults import TaskFault
 from .gather import (ON_INSUFFICIENT, PLACEMENTS, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline,
                      assign_idle, decide, early_inputs)
 from .futures import CallbackFuture, when_done
+from .calibrator import BackgroundCalibrator
 from .microbatch import decode_stacked, encode_stacked
 from .request import RequestFuture
 from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor, check_input
@@ -190,6 +191,17 @@ class CodedExecutor(StreamingExecutor):
         ``scheme.calibrate(f, X, stragglers, rounds=...)`` replaces the
         scheme (GCC: a fixed decoder chosen by measured error); the result,
         with its ``calibration_`` table, is ``executor.scheme``.
+    self_calibrate : bool or SelfCalibration, default False
+        Choose the decoder from live traffic (systematic schemes with decoder
+        parameters: GCC, LeTCC). Each decoded batch is handed, off the
+        dispatcher, to a :class:`~gencc.schemes.self_calibration.SelfCalibration`
+        that drops returned systematic workers in the shape of the stragglers
+        it has seen, decodes their exact answers f(x_k) with every candidate
+        decoder and switches when one is better with confidence; at most
+        ``gencc.runtime.calibrator.CPU_SHARE`` (10%) of one core, batches
+        decoded while it is busy are skipped. :meth:`decoder_report` shows
+        what it measured and chose. A ``SelfCalibration`` built on this
+        ``scheme`` sets the candidates and the switching rule.
     faults : Faults, optional
         Injected stragglers and faults, for experiments.
     max_in_flight : int
@@ -267,7 +279,7 @@ class CodedExecutor(StreamingExecutor):
     def __init__(self, model, scheme, backend="local", *, micro_batch=1, batch_window=0.005, n_wait=None,
                  deadline=None, early=True, n_min=None, timeout=30.0, on_insufficient="fail", hang_timeout=None,
                  restart_timeout=None, max_error=None, calibration=None, faults=None, max_in_flight=4, backend_options=None,
-                 direct_dispatch=False, column_window=None, placement="pinned"):
+                 direct_dispatch=False, column_window=None, placement="pinned", self_calibrate=False):
         if not isinstance(scheme, CodingScheme):
             raise TypeError(f"scheme must be a coding scheme such as gencc.GCC(n_inputs=4, n_workers=12), "
                             f"got {scheme!r}")
@@ -281,6 +293,7 @@ class CodedExecutor(StreamingExecutor):
             raise ValueError(f"scheme {type(scheme).__name__} computes another function on workers {odd} but "
                              f"names no model for them (worker_model), so the runtime cannot serve it")
         self.scheme = scheme
+        self_calibration = _self_calibration(self_calibrate, scheme)  # checked before any worker starts
         self.n_min = None if n_min is None else check_int(n_min, "n_min")
         if self.n_min is not None and not scheme.min_returns <= self.n_min <= N:
             raise ValueError(f"n_min must be in [{scheme.min_returns}, {N}] (the scheme's minimum returns, "
@@ -340,6 +353,7 @@ class CodedExecutor(StreamingExecutor):
         self.stats = Counter()
         self.returned_counts = Counter()  # how many usable results each answered batch was decoded from
         self.timings = Counter()  # seconds: encode, decode, compute (workers), over answered batches
+        self._calibrator = None if self_calibration is None else BackgroundCalibrator(self_calibration)
         _warm_up(self.scheme)
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
         self._thread.start()
@@ -792,6 +806,8 @@ class CodedExecutor(StreamingExecutor):
             try:
                 self._backend.shutdown()
             finally:
+                if self._calibrator is not None:
+                    self._calibrator.close()
                 self._callbacks.close()
                 self._shut_down.set()
         log.info("executor shut down", extra={"stats": dict(self.stats)})
@@ -852,6 +868,31 @@ class CodedExecutor(StreamingExecutor):
             except Exception:  # failing it cleanly failed too: drop it, its future still gets the error
                 self._batches.pop(b.index, None)
                 return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, reason)
+
+    def decoder_report(self, *, wait: float | None = None) -> dict:
+        """What self-calibration measured and chose (``self_calibrate=True``).
+
+        Parameters
+        ----------
+        wait : float, optional
+            Seconds to wait first for the batches already handed to the
+            scorer (it runs behind the decodes, at its CPU share).
+
+        Returns
+        -------
+        dict
+            :meth:`SelfCalibration.report
+            <gencc.schemes.self_calibration.SelfCalibration.report>` (the
+            decoder in use, every candidate's geometric-mean MSE over it on
+            the measured tests with an interval, the switches made) plus
+            ``cpu_share``, ``skipped_batches`` (decoded while the scorer was
+            busy) and ``failed_batches``.
+        """
+        if self._calibrator is None:
+            raise RuntimeError("decoder_report needs CodedExecutor(..., self_calibrate=True)")
+        if wait:
+            self._calibrator.drain(timeout=check_nonnegative(wait, "wait"))
+        return self._calibrator.report()
 
     @property
     def padded_columns(self) -> int:
@@ -1077,7 +1118,8 @@ class CodedExecutor(StreamingExecutor):
         t0 = time.monotonic()
         Y = np.stack([usable[s] for s in slots])  # (|F|, B, *out_shape)
         try:
-            outputs, missing, info, est = decode_stacked(self.scheme, Y, slots, b.size)
+            decoder = self.scheme if self._calibrator is None else self._calibrator.decoder
+            outputs, missing, info, est = decode_stacked(decoder, Y, slots, b.size)
         except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError) as exc:
             return self._fail(b, f"decode failed: {exc}")
         rmse, p90 = info.get("rmse"), info.get("rmse_p90")
@@ -1106,6 +1148,8 @@ class CodedExecutor(StreamingExecutor):
             max_error=self.max_error,
         )
         self._retire(b)
+        if self._calibrator is not None and not res.flagged:  # scored off the dispatcher, at a bounded share
+            self._calibrator.offer(Y, slots)
         self.stats["batches"] += 1
         if res.flagged:
             self.stats["flagged"] += len(res.flagged)
@@ -1124,6 +1168,21 @@ class CodedExecutor(StreamingExecutor):
         err = BatchFailedError(b.index, b.failed, len(b.usable(self._out_shape)), n_required, reason)
         log.warning("batch failed", extra={"batch": b.index, "reason": reason})
         return b.future, err
+
+
+def _self_calibration(self_calibrate, scheme):
+    """None, or the SelfCalibration that ``self_calibrate`` asks for (True, or a ready one)."""
+    from ..schemes.self_calibration import SelfCalibration
+
+    if self_calibrate is False or self_calibrate is None:
+        return None
+    if self_calibrate is True:
+        self_calibrate = SelfCalibration(scheme)
+    elif not isinstance(self_calibrate, SelfCalibration):
+        raise TypeError(f"self_calibrate must be True, False or a SelfCalibration, got {self_calibrate!r}")
+    elif self_calibrate.candidates[0] is not scheme:
+        raise ValueError("self_calibrate's SelfCalibration must be built on the executor's own scheme")
+    return self_calibrate
 
 
 def _shutdown_bound(timeout: float, n_workers: int) -> float:
