@@ -39,7 +39,7 @@ factor x K workers except ``uncoded`` (K workers):
   as K - 1 returns instead of waiting for the K-th (``n_min = K - 1``): the
   late inputs get a less accurate answer, sooner; ``gcc-sys-direct-any``:
   both;
-* ``parm``: ParM.for_workload(workload, K), only where N = K + 1; it
+* ``parm``: parm_for_workload(workload, K), only where N = K + 1; it
   decodes once any K of the K + 1 returned (every input answerable), not
   at the deadline from fewer.
 

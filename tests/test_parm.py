@@ -172,7 +172,9 @@ def test_parm_for_workload_in_the_harness():
     from gencc import workloads
 
     w = workloads.get("lenet5")
-    s = gencc.ParM.for_workload("lenet5", 2)
+    from gencc.workloads.parity import parm_for_workload
+
+    s = parm_for_workload("lenet5", 2)
     assert s.n_workers == 3 and repr(s) == "ParM(n_inputs=2, parity_model=parity_model('lenet5', k=2))"
     trained = gencc.evaluate(w.f, s, w.X, st.RandomStragglers(1), rounds=60, seed=0, task="classification")
     plain = gencc.evaluate(w.f, gencc.ParM(2), w.X, st.RandomStragglers(1), rounds=60, seed=0,

@@ -202,3 +202,12 @@ def test_stream_bench_scores_every_decoder_against_the_grid_in_hindsight():
     assert all(p["oracle_decoder"] in names for p in drift["phase_mse"])
     decoded = [e for e in drift["errors"]["gcc"] if not np.isnan(e)]
     assert decoded and min(decoded) >= 1e-12  # floored, never zero
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from gencc.schemes import self_calibration
+
+    result = doctest.testmod(self_calibration, raise_on_error=False)
+    assert result.attempted >= 5 and result.failed == 0

@@ -12,7 +12,7 @@ from . import byzantine, kernels, points, robust, stragglers
 from .errors import IllConditionedWarning, InsufficientReturnsError, MissingOutputsError
 from .evaluate import Evaluation, evaluate
 from .schemes import (BACC, GCC, LCC, SCHEMES, ApproxIFER, CodingScheme, Decoded, LeTCC, ParM, Replication,
-                      Uncoded, make_scheme)
+                      SelfCalibration, Uncoded, make_scheme)
 from .tuning import tune
 
 __version__ = "0.1.0"
@@ -21,6 +21,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "GCC", "LeTCC", "BACC", "ApproxIFER", "LCC", "ParM", "Replication", "Uncoded", "CodingScheme", "Decoded",
+    "SelfCalibration",
     "SCHEMES", "make_scheme", "evaluate", "Evaluation", "tune", "kernels", "points", "stragglers", "byzantine", "robust",
     "InsufficientReturnsError", "MissingOutputsError", "IllConditionedWarning", "__version__",
 ]

@@ -18,9 +18,10 @@ import numpy as np
 
 from ..report import format_table, write_csv, write_json
 from ..runtime import Faults
-from ..schemes import BACC, GCC, ParM, Replication, Uncoded
+from ..schemes import BACC, GCC, Replication, Uncoded
 from ..stragglers import RandomStragglers, SlowNodes
 from ..workloads import WorkloadFactory, get
+from ..workloads.parity import parm_for_workload
 from .latency import latency_summary, run_batches
 from .peers import LETCC_GRID, best_letcc
 
@@ -49,7 +50,7 @@ def _schemes(wl, K, E, batches, seed):
            ("letcc", letcc, N - S, letcc_params)]
     if E == 1:
         try:
-            out.append(("parm", ParM.for_workload(wl.name, K), None, "trained parity model"))
+            out.append(("parm", parm_for_workload(wl.name, K), None, "trained parity model"))
         except (FileNotFoundError, ValueError):  # no parity checkpoint for this workload and K
             pass
     return out

@@ -234,7 +234,8 @@ def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backe
     ``hedge_copies`` copies in all; ``placement``: where tasks go, ``"pinned"`` (queued on their
     worker at once) or ``"pull"`` (held at the master until a worker is idle), for every
     scheme alike."""
-    from ..schemes import BACC, GCC, ParM, Replication, Uncoded
+    from ..schemes import BACC, GCC, Replication, Uncoded
+    from ..workloads.parity import parm_for_workload
 
     if name not in SCHEMES + ("uncoded-clean",):
         raise ValueError(f"name must be one of {SCHEMES + ('uncoded-clean',)}, got {name!r}")
@@ -255,7 +256,7 @@ def make_executor(name, model, K, N, micro_batch, base, window, faults, *, backe
             scheme = GCC(K, N, worker_points="systematic")
         else:
             scheme = {"gcc": lambda: GCC(K, N), "bacc": lambda: BACC(K, N),
-                      "parm": lambda: ParM.for_workload(model.name, K)}[name]()
+                      "parm": lambda: parm_for_workload(model.name, K)}[name]()
     # -any: decode at the deadline from as few as K - 1 returns (GCC's any-subset decode) instead of
     # waiting for the K-th: the late inputs get a less accurate answer, sooner; -direct: send each
     # systematic task as soon as its input's rows are in, not when the batch closes. Past the deadline

@@ -263,7 +263,8 @@ def plot(result: dict, path):
 
 
 def plot_drift(drift: dict, path, smooth: int = 16):
-    """Decoded error (rolling geometric mean over ``smooth`` batches) against requests served."""
+    """Decoded error (rolling mean over the last ``smooth`` batches with decoded inputs) against requests
+    served."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -277,16 +278,16 @@ def plot_drift(drift: dict, path, smooth: int = 16):
         width = min(smooth, seen.size)
         if width == 0:
             continue
-        roll = np.convolve(np.log10(v[seen]), np.ones(width) / width, mode="valid")
+        roll = np.convolve(v[seen], np.ones(width) / width, mode="valid")  # MSE: the tables' arithmetic mean
         x = (seen[width - 1:] + 1) * K
-        ax.plot(x, 10 ** roll, label=name, lw=2 if name == "self-cal" else 1.2,
+        ax.plot(x, roll, label=name, lw=2 if name == "self-cal" else 1.2,
                 ls="--" if name == "oracle" else "-")
     for s in drift["switches"]:
         ax.axvline(s["batches"] * K, color="tab:green", alpha=0.25, lw=1)
     ax.axvline(drift["drift_at"] * K, color="black", ls=":", lw=1.5)
     ax.set_yscale("log")
     ax.set_xlabel("requests served (inputs)")
-    ax.set_ylabel(f"decoded inputs' MSE / mean square\n(geometric mean of up to {smooth} batches)")
+    ax.set_ylabel(f"decoded inputs' MSE / mean square\n(mean of the last {smooth} batches with any)")
     ax.set_title(f"{drift['functions'][0]} -> {drift['functions'][1]} at the dotted line; switches in green")
     ax.legend(fontsize=8)
     fig.tight_layout()

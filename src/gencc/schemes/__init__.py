@@ -7,6 +7,7 @@ from .gcc import GCC, LeTCC
 from .lcc import LCC
 from .parm import ParM
 from .replication import Replication, Uncoded
+from .self_calibration import SelfCalibration
 
 SCHEMES = {cls.name: cls for cls in (GCC, LeTCC, BACC, ApproxIFER, LCC, Replication, Uncoded)}
 
@@ -22,4 +23,4 @@ def make_scheme(name: str, n_inputs: int, n_workers: int, **params) -> CodingSch
 
 
 __all__ = ["CodingScheme", "Decoded", "GCC", "LeTCC", "BACC", "ApproxIFER", "LCC", "ParM", "Replication",
-           "Uncoded", "SCHEMES", "make_scheme"]
+           "Uncoded", "SelfCalibration", "SCHEMES", "make_scheme"]

@@ -28,8 +28,8 @@ class ParM(CodingScheme):
         F_P, vectorised like f: (n, *in_shape) -> (n, *out_shape). ``None``:
         the parity worker runs f itself, which is exact for linear f and
         the untrained baseline otherwise. Trained parity models of the
-        digit classifiers: :func:`gencc.workloads.parity.parity_model` and
-        :meth:`for_workload`.
+        digit classifiers: :func:`gencc.workloads.parity.parity_model`, or
+        the whole scheme from :func:`gencc.workloads.parity.parm_for_workload`.
 
     Notes
     -----
@@ -86,26 +86,6 @@ class ParM(CodingScheme):
     @classmethod
     def _param_names(cls) -> list[str]:
         return ["n_inputs", "parity_model"]
-
-    @classmethod
-    def for_workload(cls, name: str, n_inputs: int) -> "ParM":
-        """ParM with the committed parity model of a trained classifier.
-
-        Parameters
-        ----------
-        name : str
-            A base model with parity checkpoints, e.g. ``"lenet5"`` or ``"convnet"``.
-        n_inputs : int
-            K; checkpoints exist for the K listed in
-            :data:`gencc.workloads.parity.PARITY_RECIPES`.
-
-        Returns
-        -------
-        ParM
-        """
-        from ..workloads.parity import parity_model
-
-        return cls(n_inputs, parity_model=parity_model(name, n_inputs))
 
     # -- capacity -----------------------------------------------------------
     @property

@@ -28,7 +28,7 @@ from torch import nn
 from .models import CHECKPOINTS, DATASETS, RECIPES, TorchFunction
 
 __all__ = ["ParityRecipe", "PARITY_RECIPES", "EVAL_TUPLES", "EVAL_SEED", "CHECK_TUPLES", "parity_tuples",
-           "degraded_agreement", "train_parity", "parity_model", "ParityModel", "checkpoint_path"]
+           "degraded_agreement", "train_parity", "parity_model", "parm_for_workload", "ParityModel", "checkpoint_path"]
 
 # held-out tuples behind each recorded accuracy, and the prefix the tests re-measure
 EVAL_TUPLES = 2000
@@ -164,6 +164,26 @@ def parity_model(name: str, k: int) -> ParityModel:
     module = RECIPES[name].architecture()
     module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return ParityModel(module, name, k)
+
+
+def parm_for_workload(name: str, n_inputs: int):
+    """ParM with the committed parity model of a trained classifier.
+
+    Parameters
+    ----------
+    name : str
+        A base model with parity checkpoints, e.g. ``"lenet5"`` or ``"convnet"``.
+    n_inputs : int
+        K; checkpoints exist for the K listed in ``PARITY_RECIPES``.
+
+    Returns
+    -------
+    gencc.ParM
+        ``ParM(n_inputs, parity_model=parity_model(name, n_inputs))``.
+    """
+    from ..schemes.parm import ParM
+
+    return ParM(n_inputs, parity_model=parity_model(name, n_inputs))
 
 
 def train_parity(name: str, k: int, *, seed: int = 0, steps: int | None = None, log=print) -> dict:

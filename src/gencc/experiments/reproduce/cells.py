@@ -30,9 +30,9 @@ CALIBRATED = ("gcc-cal", "gcc-oracle")
 
 
 def _parm(K, N, workload):
-    import gencc
+    from ...workloads.parity import parm_for_workload
 
-    return gencc.ParM.for_workload(workload, K)
+    return parm_for_workload(workload, K)
 
 
 def _parm_applies(K, N) -> bool:
