@@ -211,3 +211,4 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(self_calibration, raise_on_error=False)
     assert result.attempted >= 5 and result.failed == 0
+

@@ -89,6 +89,36 @@ def check_batch(X, name: str, n_rows: int | None = None, copy: bool = False) -> 
     return arr.reshape(arr.shape[0], -1), item_shape
 
 
+def check_points(t, name: str, *, min_size: int = 1) -> np.ndarray:
+    """Return ``t`` as a finite float64 vector of at least ``min_size`` points, shape (n,)."""
+    try:
+        v = np.asarray(t, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of real numbers, shape (n,), got {type(t).__name__}") from None
+    if v.ndim == 0 or (v.ndim > 1 and v.size == max(v.shape)):  # one point, or a column or row of points
+        v = v.reshape(-1)
+    if v.ndim != 1:
+        raise ValueError(f"{name} must have shape (n,), got {v.shape}")
+    if v.size < min_size:
+        raise ValueError(f"{name} must hold at least {min_size} point{'' if min_size == 1 else 's'}, got {v.size}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be finite, got {int(np.sum(~np.isfinite(v)))} NaN or infinite entries")
+    return v
+
+
+def check_targets(Y, n: int, name: str = "Y") -> np.ndarray:
+    """Return ``Y`` as finite float64 with ``n`` rows, shape (n,) or (n, *out_shape)."""
+    try:
+        v = np.asarray(Y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of real numbers with {n} rows, got {type(Y).__name__}") from None
+    if v.ndim == 0 or v.shape[0] != n:
+        raise ValueError(f"{name} must have one row per node, shape ({n},) or ({n}, m), got {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be finite, got {int(np.sum(~np.isfinite(v)))} NaN or infinite entries")
+    return v
+
+
 def check_returned(returned, n_workers: int, name: str = "returned") -> np.ndarray:
     """Check worker indices: 1-D integers in [0, n_workers), no duplicates.
 

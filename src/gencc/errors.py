@@ -9,6 +9,7 @@ __all__ = [
     "InvalidInputError",
     "InsufficientReturnsError",
     "MissingOutputsError",
+    "NotFittedError",
     "IllConditionedWarning",
 ]
 
@@ -105,6 +106,11 @@ class ErrorBoundExceededError(RuntimeError):
         super().__init__(f"batch {batch}: input {input} refused: its decoded error bound rmse_p90^2 = "
                          f"{rmse_p90 ** 2:.3g} is above max_error = {max_error:g}")
         self.batch, self.input, self.rmse_p90, self.max_error = batch, input, rmse_p90, max_error
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimator was used before ``fit`` (as scikit-learn's: a ValueError and an AttributeError,
+    so ``hasattr(est, "coef_")`` is False before fitting)."""
 
 
 class InvalidInputError(ValueError):

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
-from .errors import IllConditionedWarning
+from ._validation import check_choice, check_nonnegative, check_points, check_targets
+from .errors import IllConditionedWarning, NotFittedError
 from .kernels import Kernel, Sobolev2
 from . import statespace as _statespace
 from .statespace import TwoFilter, gauss_markov, has_state_space
@@ -520,15 +521,38 @@ class KernelRidge:
         self.solver = solver
 
     def fit(self, t, Y) -> "KernelRidge":
-        """Fit to nodes ``t`` (shape (n,)) and targets ``Y`` (shape (n, m) or (n,))."""
-        t = np.asarray(t, dtype=np.float64)
-        Y = np.asarray(Y, dtype=np.float64)
+        """Fit to nodes ``t`` (shape (n,)) and targets ``Y`` (shape (n, m) or (n,)).
+
+        Raises
+        ------
+        TypeError
+            ``kernel`` is not a :class:`gencc.kernels.Kernel`.
+        ValueError
+            ``lam`` is negative or not finite; ``t`` is not a finite vector
+            of at least one node; ``Y`` has not one finite row per node.
+        """
+        self._check_params()
+        t = check_points(t, "t")
+        Y = check_targets(Y, t.size)
         Y2 = Y.reshape(t.size, -1)
         if _use_fast(self.kernel, t, self.solver):
             sol, name = _FastSolver(t, Y2).solve(self.kernel, self.lam), "fast"
         else:
             sol, name = _DenseSolver(self.kernel, t, Y2).solve(self.lam), "dense"
         return self._set_solution(sol, vector=Y.ndim == 1, solver=name)
+
+    def _check_params(self):
+        if not isinstance(self.kernel, Kernel):
+            raise TypeError(f"kernel must be a gencc.kernels.Kernel such as Sobolev2() or Matern(0.5, 2.5), "
+                            f"got {self.kernel!r}")
+        check_nonnegative(self.lam, "lam")
+        check_choice(self.solver, "solver", SOLVERS)
+
+    def _fitted(self):
+        try:
+            return self._sol
+        except AttributeError:
+            raise NotFittedError("this KernelRidge is not fitted yet: call fit(t, Y) first") from None
 
     @classmethod
     def _from_solution(cls, kernel: Kernel, sol: _Solution, *, vector: bool = False, solver: str = "auto",
@@ -548,16 +572,17 @@ class KernelRidge:
 
     @property
     def coef_(self) -> np.ndarray:
-        return self._sol.c
+        return self._fitted().c
 
     @property
     def null_coef_(self) -> np.ndarray:
-        return self._sol.null_coef
+        return self._fitted().null_coef
 
     @property
     def loo_residuals_(self) -> np.ndarray:
+        sol = self._fitted()
         if self._loo is None:
-            c, a = self._sol.c, self._sol.a
+            c, a = sol.c, sol.a
             with np.errstate(divide="ignore", invalid="ignore"):
                 self._loo = np.where(a[:, None] > 0, c / a[:, None], 0.0)
         return self._loo
@@ -568,9 +593,11 @@ class KernelRidge:
         return float(np.mean(loo**2)) if loo.shape[0] > max(self.kernel.null_degree + 1, 0) else float("nan")
 
     def predict(self, s) -> np.ndarray:
-        """Evaluate the fitted function at points ``s``: shape (len(s), m)."""
-        s = np.asarray(s, dtype=np.float64).reshape(-1)
-        out = self._sol.predict(s)
+        """Evaluate the fitted function at points ``s``: shape (len(s), m), or (len(s),) after a fit to
+        a vector."""
+        sol = self._fitted()
+        s = check_points(s, "s", min_size=0)
+        out = sol.predict(s)
         return out[:, 0] if self._vector else out
 
     def smoother_matrix(self, t, s) -> np.ndarray:
@@ -580,8 +607,9 @@ class KernelRidge:
         filters' memory stays within a fixed budget however large len(t) is
         (time O(n^2), against O(n^3) dense).
         """
-        t = np.asarray(t, dtype=np.float64)
-        s = np.asarray(s, dtype=np.float64).reshape(-1)
+        self._check_params()
+        t = check_points(t, "t")
+        s = check_points(s, "s", min_size=0)
         n = t.size
         fit = KernelRidge(self.kernel, self.lam, solver=self.solver)
         if not _use_fast(self.kernel, t, self.solver):

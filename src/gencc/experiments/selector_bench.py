@@ -56,7 +56,7 @@ from ..stragglers import (BernoulliStragglers, BlockStragglers, ContiguousStragg
                           Pareto, RandomStragglers, ShiftedExponential, SlowNodes)
 
 __all__ = ["FAMILIES", "PATTERNS", "DECODERS", "Setting", "draw_setting", "score_setting", "run_selector_bench",
-           "summarize", "report", "plot"]
+           "summarize", "report", "plot", "plot_ecdf"]
 
 FAMILIES = ("closed-form", "mlp", "cnn", "network")
 PATTERNS = ("random", "bernoulli", "block", "blocks", "worst-block", "latency")
@@ -394,25 +394,31 @@ def report(result: dict) -> str:
     ])
 
 
-def plot(result: dict, path):
-    """ECDF of each decoder's MSE over the oracle's, log scale, to ``path`` (PNG)."""
+def plot_ecdf(rows: list[dict], path, *, title: str, xlabel: str, decoders=None, marks=(1.25, 2.0)):
+    """ECDF over the settings of each decoder's ``row["ratio"]``, log scale, to ``path`` (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for dec in result["rows"][0]["ratio"]:
-        v = np.sort([r["ratio"][dec] for r in result["rows"]])
+    for dec in decoders or rows[0]["ratio"]:
+        v = np.sort([r["ratio"][dec] for r in rows])
         ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=dec)
     ax.set_xscale("log")
-    ax.axvline(1.25, color="grey", ls=":", lw=1)
-    ax.axvline(2.0, color="grey", ls="--", lw=1)
-    ax.set_xlabel("MSE / best fixed GCC decoder in hindsight (112-configuration grid)")
+    for x, ls in zip(marks, (":", "--")):
+        ax.axvline(x, color="grey", ls=ls, lw=1)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("share of settings")
-    ax.set_title(f"{result['n_settings']} settings drawn with seed {result['seed']}")
+    ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot(result: dict, path):
+    """ECDF of each decoder's MSE over the oracle's, log scale, to ``path`` (PNG)."""
+    return plot_ecdf(result["rows"], path, title=f"{result['n_settings']} settings drawn with seed {result['seed']}",
+                     xlabel="MSE / best fixed GCC decoder in hindsight (112-configuration grid)")

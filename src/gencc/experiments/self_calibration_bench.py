@@ -38,7 +38,7 @@ from ..schemes import GCC
 from ..schemes.gcc import CALIBRATION_GRID
 from ..schemes.self_calibration import SelfCalibration
 from ..stragglers import BlockStragglers
-from .selector_bench import EXACT_NMSE, _MAX_REDRAWS, draw_setting, summarize
+from .selector_bench import EXACT_NMSE, _MAX_REDRAWS, draw_setting, plot_ecdf, summarize
 
 __all__ = ["run_self_calibration_bench", "score_stream", "run_drift", "report", "plot", "plot_drift"]
 
@@ -240,26 +240,9 @@ def report(result: dict, drift: dict | None = None) -> str:
 
 def plot(result: dict, path):
     """ECDF of each decoder's MSE over the oracle's, log scale, to ``path`` (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for dec in DECODERS:
-        v = np.sort([r["ratio"][dec] for r in result["rows"]])
-        ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=dec)
-    ax.set_xscale("log")
-    ax.axvline(1.1, color="grey", ls=":", lw=1)
-    ax.axvline(2.0, color="grey", ls="--", lw=1)
-    ax.set_xlabel("MSE / best fixed decoder in hindsight (second half of each stream)")
-    ax.set_ylabel("share of settings")
-    ax.set_title(f"{result['n_settings']} streams drawn with seed {result['seed']} (systematic GCC)")
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return plot_ecdf(result["rows"], path, decoders=DECODERS, marks=(1.1, 2.0),
+                     title=f"{result['n_settings']} streams drawn with seed {result['seed']} (systematic GCC)",
+                     xlabel="MSE / best fixed decoder in hindsight (second half of each stream)")
 
 
 def plot_drift(drift: dict, path, smooth: int = 16):
