@@ -11,8 +11,10 @@ import gencc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results_index  # noqa: E402
+import tables  # noqa: E402
 
 results_index.write()  # results.md: every study, its stamp and its age against the source
+tables.write()  # the studies' tables, from their JSON, for the pages to include
 
 project = "gencc"
 author = "the gencc developers"
@@ -33,7 +35,8 @@ include_patterns = ["index.md", "getting-started.md", "results.md", "guide/*.md"
 exclude_patterns = ["_build"]
 
 myst_heading_anchors = 3
-myst_enable_extensions = ["dollarmath"]
+myst_enable_extensions = ["dollarmath", "substitution"]
+myst_substitutions = tables.substitutions()  # single figures quoted in the prose, from the result JSON
 
 autosummary_generate = True
 autodoc_default_options = {"members": True, "inherited-members": False}
