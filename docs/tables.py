@@ -34,7 +34,7 @@ def _pct(v) -> str:
 
 def _table(header, rows) -> str:
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -53,9 +53,30 @@ def _selfcal_tables(res, drift) -> dict:
     return out
 
 
+def _selector_tables(res) -> dict:
+    cols = ["decoder", "vs", "median", "p90", "max", "within 1.25x", "within 2x", "worst"]
+
+    def rows(summary, first=()):
+        return [[*(r[k] for k in first), r["decoder"], r["vs"], _x(r["median"]), _x(r["p90"]), _x(r["max"]),
+                 _pct(r["within_1.25x"]), _pct(r["within_2x"]), r["worst"]] for r in summary]
+
+    return {
+        "selector_summary.md": _table(cols, rows(res["summary"])),
+        "selector_peers.md": _table(cols, rows(res["summary_vs_letcc"] + res["summary_vs_bacc"])),
+        "selector_patterns.md": _table(["pattern"] + cols, rows(res["by_pattern"], ("pattern",))),
+        "selector_coverage.md": _table(
+            ["family", "decoded inputs", "true RMSE under rmse_p90", "true / estimate: median", "p90"],
+            [[c["family"], f"{c['inputs']:,}", _pct(c["covered"]), f"{c['ratio_p50']:.2f}", f"{c['ratio_p90']:.2f}"]
+             for c in res["coverage"]]),
+    }
+
+
 def write() -> list[Path]:
     OUT.mkdir(exist_ok=True)
     tables = {}
+    sel = _load("selector_bench/selector.json")
+    if sel:
+        tables.update(_selector_tables(sel))
     res, drift = _load("self_calibration/selfcal.json"), _load("self_calibration/drift.json")
     if res:
         tables.update(_selfcal_tables(res, drift))
@@ -96,6 +117,11 @@ def substitutions() -> dict:
             "selfcal_worst": by["self-cal", "oracle"]["worst"],
             "selfcal_max": _x(by["self-cal", "oracle"]["max"], 2),
         })
+    sel = _load("selector_bench/selector.json")
+    if sel:
+        subs.update({"selector_seed": str(sel["seed"]), "selector_settings": str(sel["n_settings"]),
+                     "selector_rounds": str(sel["rounds"]), "selector_max_workers": str(sel["max_workers"]),
+                     "selector_date": sel.get("provenance", {}).get("date", "unknown")[:10]})
     if drift:
         subs.update({"drift_seed": str(drift["seed"]), "drift_K": str(drift["K"]), "drift_N": str(drift["N"]),
                      "drift_stragglers": drift["stragglers"], "drift_f1": drift["functions"][0],
