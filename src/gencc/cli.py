@@ -94,6 +94,16 @@ def _add_bench(sub):
     return p
 
 
+def _fresh_seed(seed, what: str) -> int:
+    """``seed``, or a new one when None; printed with how to repeat the draw."""
+    if seed is None:
+        import secrets
+
+        seed = secrets.randbits(32)
+    print(f"{what} drawn with seed {seed} (repeat with --seed {seed})", file=sys.stderr)
+    return seed
+
+
 def _run_bench_selector(args) -> int:
     from pathlib import Path
 
@@ -102,13 +112,7 @@ def _run_bench_selector(args) -> int:
 
     if args.settings < 1 or args.rounds < 1:
         raise ValueError(f"--settings and --rounds must be >= 1, got {args.settings} and {args.rounds}")
-    seed = args.seed
-    if seed is None:
-        import secrets
-
-        seed = secrets.randbits(32)
-    print(f"selector bench: {args.settings} settings drawn with seed {seed} (repeat with --seed {seed})",
-          file=sys.stderr)
+    seed = _fresh_seed(args.seed, f"selector bench: {args.settings} settings")
     res = run_selector_bench(args.settings, seed=seed, rounds=args.rounds, max_workers=args.max_workers,
                              progress=True)
     res["provenance"] = provenance()
@@ -125,7 +129,6 @@ def _run_bench_selector(args) -> int:
 
 
 def _run_bench_selfcal(args) -> int:
-    import secrets
     from pathlib import Path
 
     from .experiments.self_calibration_bench import plot, plot_drift, report, run_drift, run_self_calibration_bench
@@ -134,9 +137,7 @@ def _run_bench_selfcal(args) -> int:
     if args.settings < 1 or args.batches < 4 or args.drift_batches < 4:
         raise ValueError(f"--settings must be >= 1 and --batches, --drift-batches >= 4, got {args.settings}, "
                          f"{args.batches} and {args.drift_batches}")
-    seed = secrets.randbits(32) if args.seed is None else args.seed
-    print(f"self-calibration bench: {args.settings} streams drawn with seed {seed} (repeat with --seed {seed})",
-          file=sys.stderr)
+    seed = _fresh_seed(args.seed, f"self-calibration bench: {args.settings} streams")
     res = run_self_calibration_bench(args.settings, seed=seed, batches=args.batches, max_workers=args.max_workers,
                                      progress=True)
     drift = run_drift(seed=seed, batches=args.drift_batches)

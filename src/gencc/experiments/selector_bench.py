@@ -220,28 +220,44 @@ def _decoders(K, N, extra=None):
     return out
 
 
+def draw_returned(stragglers, N: int, K: int, rng) -> np.ndarray:
+    """A draw of the returned workers with at least ``K`` of them (Bernoulli may leave fewer),
+    redrawn at most ``_MAX_REDRAWS`` times."""
+    for _ in range(_MAX_REDRAWS):
+        ret = stragglers.returned(N, rng)
+        if ret.size >= K:
+            return ret
+    raise RuntimeError(f"{stragglers!r} left fewer than K = {K} of N = {N} workers in {_MAX_REDRAWS} draws")
+
+
 def _mse(scheme, Y, ret, truth) -> float:
     try:
         est = scheme.decode(Y[ret], ret)
     except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError):
         return math.inf
+    return _finite_mse(est, truth)
+
+
+def _finite_mse(est, truth) -> float:
     err = float(np.mean((np.asarray(est).reshape(truth.shape) - truth) ** 2))
     return err if math.isfinite(err) else math.inf
 
 
-def _error_ratios(scheme, Y, ret, truth) -> list:
-    """Per decoded input: its true RMSE over the decoder's ``rmse_p90`` (<= 1: covered). An input
-    whose true error is round-off (below ``EXACT_NMSE``) counts as covered."""
+def _decode_scored(scheme, Y, ret, truth) -> tuple[float, list]:
+    """One decode: its MSE and, per decoded input, its true RMSE over the decoder's ``rmse_p90``
+    (<= 1: covered). An input whose true error is round-off (below ``EXACT_NMSE``) counts as
+    covered."""
     try:
         dec = scheme.decode_with_info(Y[ret], ret)
     except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError):
-        return []
-    err = np.sqrt(np.mean((np.asarray(dec.estimate).reshape(truth.shape) - truth) ** 2, axis=1))
+        return math.inf, []
+    est = np.asarray(dec.estimate).reshape(truth.shape)
+    err = np.sqrt(np.mean((est - truth) ** 2, axis=1))
     tiny = err ** 2 <= EXACT_NMSE * max(float(np.mean(truth ** 2)), 1e-300)
     bound = np.asarray(dec.info.get("rmse_p90", np.full(err.shape, np.nan)), dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(tiny, 0.0, err / bound)
-    return [float(v) if np.isfinite(v) else math.inf for v in r]
+    return _finite_mse(est, truth), [float(v) if np.isfinite(v) else math.inf for v in r]
 
 
 def _coverage(ratios) -> dict:
@@ -283,23 +299,23 @@ def score_setting(setting: Setting, *, rounds: int = 6, seed=0, extra=None) -> d
         power += float(np.mean(truth ** 2)) / rounds
         Y = {fam: apply_workers(f, s, s.encode(Xb)).reshape(N, -1) for fam, s in encoders.items()}
         if not adversarial:
-            for _ in range(_MAX_REDRAWS):  # a draw every decoder can decode (Bernoulli may leave fewer than K)
-                ret = setting.stragglers.returned(N, rng)
-                if ret.size >= K:
-                    break
-            else:
-                raise RuntimeError(f"{setting.name}: {setting.stragglers!r} left fewer than K = {K} of N = {N} "
-                                   f"workers in {_MAX_REDRAWS} draws")
+            ret = draw_returned(setting.stragglers, N, K, rng)
             for name, (scheme, fam) in decs.items():
-                sums[name] += _mse(scheme, Y[fam], ret, truth)
+                if name == "gcc":
+                    err, r = _decode_scored(scheme, Y[fam], ret, truth)
+                    sums[name] += err
+                    ratios.extend(r)
+                else:
+                    sums[name] += _mse(scheme, Y[fam], ret, truth)
         else:  # each decoder against its own worst block
-            worst = {}
             for name, (scheme, fam) in decs.items():
-                errs = [_mse(scheme, Y[fam], r, truth) for r in blocks]
-                sums[name] += max(errs)
-                worst[name] = blocks[int(np.argmax(errs))]
-            ret = worst["gcc"]
-        ratios.extend(_error_ratios(decs["gcc"][0], Y["gcc"], ret, truth))
+                if name == "gcc":
+                    scored = [_decode_scored(scheme, Y[fam], r, truth) for r in blocks]
+                    worst = int(np.argmax([e for e, _ in scored]))
+                    sums[name] += scored[worst][0]
+                    ratios.extend(scored[worst][1])
+                else:
+                    sums[name] += max(_mse(scheme, Y[fam], r, truth) for r in blocks)
     mse = {name: v / rounds for name, v in sums.items()}
     grid = {n: v for n, v in mse.items() if n.startswith("grid:")}
     oracle = min(grid, key=lambda n: grid[n])

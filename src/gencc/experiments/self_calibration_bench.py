@@ -38,33 +38,16 @@ from ..schemes import GCC
 from ..schemes.gcc import CALIBRATION_GRID
 from ..schemes.self_calibration import SelfCalibration
 from ..stragglers import BlockStragglers
-from .selector_bench import EXACT_NMSE, _MAX_REDRAWS, draw_setting, plot_ecdf, summarize
+from .selector_bench import EXACT_NMSE, _mse, draw_returned, draw_setting, plot_ecdf, summarize
 
 __all__ = ["run_self_calibration_bench", "score_stream", "run_drift", "report", "plot", "plot_drift"]
 
 DECODERS = ("gcc", "self-cal", "calibrated")
 
 
-def _returned(stragglers, N, K, rng):
-    for _ in range(_MAX_REDRAWS):
-        ret = stragglers.returned(N, rng)
-        if ret.size >= K:
-            return np.sort(ret)
-    raise RuntimeError(f"{stragglers!r} left fewer than K = {K} of N = {N} workers in {_MAX_REDRAWS} draws")
-
-
 def _grid(K, N):
     return {f"{k}@{sc:g},{lam:g}": GCC(K, N, kernel=k, scale=sc, lam_dec=lam, worker_points="systematic")
             for k, sc, lam in CALIBRATION_GRID}
-
-
-def _sq_err(scheme, Y, ret, truth) -> float:
-    try:
-        est = np.asarray(scheme.decode(Y[ret], ret)).reshape(truth.shape)
-    except (ValueError, np.linalg.LinAlgError):
-        return math.inf
-    err = float(np.mean((est - truth) ** 2))
-    return err if math.isfinite(err) else math.inf
 
 
 def score_stream(f, X, K, N, stragglers, *, batches=48, seed=0, calibrate_rounds=8) -> dict:
@@ -93,14 +76,14 @@ def score_stream(f, X, K, N, stragglers, *, batches=48, seed=0, calibrate_rounds
         Xb = X[rng.choice(X.shape[0], size=K, replace=X.shape[0] < K)]
         truth = apply_batch(f, Xb, "data inputs", K).reshape(K, -1)
         Y = apply_workers(f, default, default.encode(Xb)).reshape(N, -1)
-        ret = _returned(stragglers, N, K, rng)
+        ret = np.sort(draw_returned(stragglers, N, K, rng))
         if t in scored:
             power += float(np.mean(truth ** 2)) / len(scored)
-            sums["gcc"] += _sq_err(default, Y, ret, truth)
-            sums["self-cal"] += _sq_err(cal.decoder, Y, ret, truth)
-            sums["calibrated"] += _sq_err(calibrated, Y, ret, truth)
+            sums["gcc"] += _mse(default, Y, ret, truth)
+            sums["self-cal"] += _mse(cal.decoder, Y, ret, truth)
+            sums["calibrated"] += _mse(calibrated, Y, ret, truth)
             for name, scheme in grid.items():
-                sums[name] += _sq_err(scheme, Y, ret, truth)
+                sums[name] += _mse(scheme, Y, ret, truth)
         cal.observe(Y[ret][:, None, :], ret)
     mse = {k: v / len(scored) for k, v in sums.items()}
     oracle = min(grid, key=lambda n: mse[n])
@@ -187,7 +170,7 @@ def run_drift(*, seed: int | None = None, K: int = 8, N: int = 24, batches: int 
         Xb = pool[rng.choice(pool.shape[0], size=K, replace=False)]
         truth = f(Xb).reshape(K, -1)
         Y = f(default.encode(Xb)).reshape(N, -1)
-        ret = _returned(stragglers, N, K, rng)
+        ret = np.sort(draw_returned(stragglers, N, K, rng))
         decoded = np.setdiff1d(np.arange(K), ret)  # inputs whose systematic worker is missing
         scale = max(float(np.mean(truth ** 2)), 1e-300)
         for name, scheme in [("gcc", default), ("self-cal", cal.decoder), ("calibrated", calibrated),

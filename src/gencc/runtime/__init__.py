@@ -18,6 +18,6 @@ from .gather import AdaptiveDeadline, GatherPolicy, GatherState, decide
 from .hedged import HedgedExecutor, HedgedResult
 from .request import AnswerInfo, RequestFuture
 
-__all__ = ["CodedExecutor", "BatchResult", "BatchFailedError", "ErrorBoundExceededError", "InvalidInputError", "Faults", "TaskFault",
-           "FAULT_KINDS", "Backend", "GatherPolicy", "GatherState", "decide", "AdaptiveDeadline", "HedgedExecutor",
-           "HedgedResult", "WorkerStragglers", "AnswerInfo", "RequestFuture"]
+__all__ = ["CodedExecutor", "BatchResult", "BatchFailedError", "ErrorBoundExceededError", "InvalidInputError",
+           "Faults", "TaskFault", "FAULT_KINDS", "Backend", "GatherPolicy", "GatherState", "decide",
+           "AdaptiveDeadline", "HedgedExecutor", "HedgedResult", "WorkerStragglers", "AnswerInfo", "RequestFuture"]

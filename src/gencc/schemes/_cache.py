@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..ridge import hole_rmse
+
 __all__ = ["DecoderEntry", "DecoderCache", "CacheInfo", "DEFAULT_DECODER_CACHE", "DEFAULT_DECODER_CACHE_BYTES"]
 
 # Returned sets remembered per scheme, and the memory they may hold together.
@@ -71,8 +73,6 @@ class DecoderEntry:
         if self.loo is not None:
             info["loo_mse"] = float(np.mean((self.loo @ Y2) ** 2)) if self.loo_defined else float("nan")
         if self.holes is not None:
-            from ..ridge import hole_rmse
-
             rmse = hole_rmse(self.holes @ Y2, self.tests, self.n_targets, info.get("loo_mse", float("nan")))
             info["rmse"], info["rmse_p90"] = rmse, self.error_factor * rmse
         return info
@@ -156,19 +156,21 @@ class DecoderCache:
         while len(self._seen) > 4 * self.maxsize:
             self._seen.popitem(last=False)
 
-    def get(self, key, build, nbytes_bound: int, *, admit: bool = False):
+    def get(self, key, build, nbytes_floor: int, *, admit: bool = False):
         """The entry for ``key``, built by ``build()`` when admitted; None to decode directly.
 
         Parameters
         ----------
         key : hashable
         build : callable () -> DecoderEntry
-        nbytes_bound : int
-            An upper bound of the entry's size, checked before building.
+        nbytes_floor : int
+            A lower bound of the entry's size, checked before building (an
+            entry that cannot fit is never built); the built entry's own
+            ``nbytes`` is checked again before it is stored.
         admit : bool
             Build and store on the first request, not the second.
         """
-        if self.maxsize <= 0 or nbytes_bound > self.max_bytes:
+        if self.maxsize <= 0 or nbytes_floor > self.max_bytes:
             return None
         with self._lock:
             entry = self._entries.get(key)

@@ -258,7 +258,7 @@ class CodingScheme:
         rows = None
         if self.systematic:
             rows = np.setdiff1d(np.arange(K), idx_sorted[idx_sorted < K])
-        bound = 8 * ((K if rows is None else rows.size) * n + n * n + 4 * K * n)  # D, loo, hole tests
+        floor = 8 * ((K if rows is None else rows.size) * n + n * n)  # D and loo; the hole tests come on top
 
         def build():
             e = self._decoder_entry_sorted(idx_sorted)
@@ -271,7 +271,7 @@ class CodingScheme:
                 e.holes.setflags(write=False)
             return dataclasses.replace(e, rows=rows, D=D, info=dict(e.info))
 
-        return self._cache.get(idx_sorted.tobytes(), build, bound, admit=admit)
+        return self._cache.get(idx_sorted.tobytes(), build, floor, admit=admit)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if not isinstance(v, np.ndarray))

@@ -451,11 +451,9 @@ class GCC(CodingScheme):
     def _error_info(self, info, residuals, tests):
         """``info["rmse"]`` and ``info["rmse_p90"]`` (K,) from the decoder's hole residuals
         (the leave-one-out error where no hole test exists)."""
-        fallback = info.get("loo_mse", float("nan"))
         if residuals is None:
-            rmse = np.full(self.n_inputs, np.sqrt(fallback) if fallback >= 0 else np.nan)
-        else:
-            rmse = hole_rmse(residuals, tests, self.n_inputs, fallback)
+            residuals, tests = (), ()
+        rmse = hole_rmse(residuals, tests, self.n_inputs, info.get("loo_mse", float("nan")))
         info["rmse"] = rmse
         info["rmse_p90"] = RMSE_P90_FACTOR * rmse
 

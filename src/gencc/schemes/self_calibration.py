@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
 
 import numpy as np
 
+from .._validation import check_choice, check_int
 from .base import CodingScheme
 
 __all__ = ["SelfCalibration", "SELF_CALIBRATION_CONFIGS", "calibration_tests", "choose"]
@@ -255,10 +257,6 @@ class SelfCalibration:
         if not {"kernel", "scale", "lam_dec"} <= set(params):
             raise ValueError(f"self-calibration varies kernel, scale and lam_dec; {type(scheme).__name__} "
                              "has no such decoder parameters")
-        for name, value, lo in (("window", window, 2), ("min_trials", min_trials, 2),
-                                ("tests_per_batch", tests_per_batch, 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
         if not (isinstance(margin, (int, float)) and margin >= 1):
             raise ValueError(f"margin must be a number >= 1, got {margin!r}")
         if not (isinstance(z, (int, float)) and z >= 0):
@@ -272,14 +270,12 @@ class SelfCalibration:
                 raise ValueError(f"configs may set only kernel, scale and lam_dec, got {sorted(unknown)}")
             self.candidates.append(scheme.with_params(**cfg))
             self.labels.append(_label({**params, **cfg}))
-        self.window, self.min_trials, self.margin, self.z = int(window), int(min_trials), float(margin), float(z)
-        self.tests_per_batch = int(tests_per_batch)
-        if placement not in ("near", "anywhere"):
-            raise ValueError(f"placement must be 'near' or 'anywhere', got {placement!r}")
-        self.placement = placement
-        if average not in ("geometric", "arithmetic"):
-            raise ValueError(f"average must be 'geometric' or 'arithmetic', got {average!r}")
-        self.average = average
+        self.window = check_int(window, "window", minimum=2)
+        self.min_trials = check_int(min_trials, "min_trials", minimum=2)
+        self.tests_per_batch = check_int(tests_per_batch, "tests_per_batch", minimum=1)
+        self.margin, self.z = float(margin), float(z)
+        self.placement = check_choice(placement, "placement", ("near", "anywhere"))
+        self.average = check_choice(average, "average", ("geometric", "arithmetic"))
         self.current = 0
         self.switches = []  # (batches observed, tests seen, from, to, geometric-mean MSE ratio)
         self.batches_observed = 0
@@ -305,8 +301,6 @@ class SelfCalibration:
             inputs (one column, chosen at random, is tested).
         returned : sequence of int
         """
-        import time
-
         t0 = time.thread_time()
         scheme = self.candidates[0]
         returned = np.asarray(returned, dtype=np.int64)
@@ -324,8 +318,6 @@ class SelfCalibration:
         scale = max(float(np.mean(col ** 2)), np.finfo(float).tiny)
         made = 0
         for kept, targets in tests:
-            if targets.size == 0:
-                continue
             Yk = col[[row[int(s)] for s in kept]]
             truth = col[[row[int(t)] for t in targets]]
             scores = np.empty(len(self.candidates))
@@ -334,10 +326,9 @@ class SelfCalibration:
                     est = cand.decode(Yk, kept)[targets]
                     mse = float(np.mean((est - truth) ** 2)) / scale
                 except (ValueError, np.linalg.LinAlgError):
-                    mse = np.inf
-                scores[c] = math.log(max(mse, _EXACT_NMSE)) if np.isfinite(mse) else math.inf
-            if not np.all(np.isfinite(scores)):  # a candidate that cannot decode never wins
-                scores[~np.isfinite(scores)] = np.log(1e300)
+                    mse = np.nan
+                # a candidate that cannot decode (or decodes to NaN) scores as 1e300: it never wins
+                scores[c] = math.log(min(max(mse, _EXACT_NMSE), 1e300)) if mse == mse else math.log(1e300)
             made += 1
             with self._lock:
                 self._scores.append(scores)
