@@ -142,7 +142,7 @@ def test_finishing_a_batch_does_not_reset_a_hung_workers_timer_and_it_is_restart
                         ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), now + t)
                 ex._check_hangs(now + t)
                 settle = [s for b in list(ex._batches.values()) if (s := ex._step(b, now + t))]
-            _settle(settle)
+            _settle(ex._run_decodes(settle))
         assert be.restarted == [3]
         assert fut.result(timeout=0).returned == (0, 1, 2)
     finally:
@@ -174,7 +174,7 @@ def test_a_restarted_worker_that_never_becomes_ready_is_restarted_again_and_its_
             for w in range(3):
                 ex._handle(TaskResult(w, 0, w, np.ones(1), 0.0), t0 + 20.1)
             settle = [s for b in list(ex._batches.values()) if (s := ex._step(b, t0 + 20.2))]
-        _settle(settle)
+        _settle(ex._run_decodes(settle))
         assert fut.result(timeout=0).returned == (0, 1, 2)
         with pytest.raises(ValueError, match="restart_timeout"):
             CodedExecutor("unused", gencc.Replication(2, 4), FakeBackend(4), restart_timeout=0)
@@ -197,7 +197,7 @@ def test_a_wrong_shape_first_result_does_not_fail_a_batch_with_enough_good_ones(
                 ex._handle(TaskResult(w, 0, w, np.ones(2), 0.0), b.t0 + 0.02)
             done = ex._step(b, b.t0 + 0.03)
         assert done is not None
-        _, res = done
+        _, res = ex._run_decodes([done])[0]  # the decode runs outside the lock
         assert res.returned == (1, 2, 3, 4, 5) and "wrong shape" in res.failed[0]
         np.testing.assert_allclose(res.outputs, 1.0, atol=1e-6)
     finally:
@@ -311,7 +311,8 @@ def test_adaptive_deadline_decodes_from_any_trusted_subset_once_it_passes():
             with ex._lock:
                 for w, task in [s for s in be.sent if s[1].batch == i]:
                     ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), t0 + 0.1)
-                _settle([s for b in list(ex._batches.values()) if (s := ex._step(b, t0 + 0.1))])
+                settle = [s for b in list(ex._batches.values()) if (s := ex._step(b, t0 + 0.1))]
+            _settle(ex._run_decodes(settle))
         assert ex.deadline == pytest.approx(0.15)
         fut = ex.submit(np.ones((2, 1)))
         b = ex._batches[4]
@@ -319,7 +320,8 @@ def test_adaptive_deadline_decodes_from_any_trusted_subset_once_it_passes():
             for w, task in [s for s in be.sent if s[1].batch == 4 and s[0] in (1, 3)]:
                 ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), b.t0 + 0.1)
             assert ex._step(b, b.t0 + 0.12) is None  # before the deadline: wait for the others
-            _settle([ex._step(b, b.t0 + 0.16)])
+            done = ex._step(b, b.t0 + 0.16)
+        _settle(ex._run_decodes([done]))
         assert fut.result(timeout=0).returned == (1, 3)
     finally:
         ex.shutdown(wait=False)
@@ -366,7 +368,7 @@ def test_past_the_deadline_replication_waits_for_the_copy_that_answers_its_last_
             assert ex._step(b, b.t0 + 0.6) is None  # past the deadline, input 1 still coming: wait
             ex._handle(TaskResult(one[0], 0, one[0], np.ones(1), 0.0), b.t0 + 0.7)
             done = ex._step(b, b.t0 + 0.71)
-        _settle([done])
+        _settle(ex._run_decodes([done]))
         res = fut.result(timeout=0)
         assert res.missing == () and res.outputs[:, 0].tolist() == [0.0, 1.0]
     finally:

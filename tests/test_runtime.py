@@ -200,3 +200,43 @@ def test_the_executor_calibrates_its_scheme_at_start_up():
     np.testing.assert_allclose(res.outputs, ex.scheme.decode(f(ex.scheme.encode(X[:4]))[ret], ret), rtol=1e-9)
     with pytest.raises(ValueError, match="calibration must be a dict with keys 'X' and 'stragglers'"):
         CodedExecutor(MODEL, gencc.GCC(4, 8), calibration={"X": X})
+
+
+def _xsinx():
+    return f
+
+
+def test_a_slow_decode_holds_no_lock_that_submitters_or_stats_readers_need():
+    """The dispatcher decodes outside the executor's lock: while one batch's decode is stuck, a
+    second batch is accepted (submit registers it under the lock) and ``stats`` reads through."""
+    import threading
+
+    armed, entered, gate = threading.Event(), threading.Event(), threading.Event()
+
+    class GatedGCC(gencc.GCC):
+        def decode_with_info(self, Y, returned):
+            if armed.is_set():
+                entered.set()
+                gate.wait(timeout=30)
+            return super().decode_with_info(Y, returned)
+
+    scheme = GatedGCC(2, 4, kernel="sobolev2", lam_dec=1e-6)
+    X1, X2 = RNG.uniform(-1, 1, size=(2, 3)), RNG.uniform(-1, 1, size=(2, 3))
+    with CodedExecutor(_xsinx, scheme, "threads", timeout=60) as ex:
+        armed.set()
+        first = ex.submit(X1)
+        assert entered.wait(timeout=30), "the first batch never reached its decode"
+        accepted = threading.Event()
+        second = []
+        t = threading.Thread(target=lambda: (second.append(ex.submit(X2)), dict(ex.stats), accepted.set()))
+        t.start()
+        try:
+            assert accepted.wait(timeout=10), "submit waited for another batch's decode"
+            assert not first.done()
+        finally:
+            armed.clear()
+            gate.set()
+            t.join(timeout=30)
+        np.testing.assert_allclose(first.result(timeout=60).outputs, scheme.decode(
+            f(scheme.encode(X1)), range(4)), atol=1e-12)
+        assert second[0].result(timeout=60).outputs.shape == (2, 3)

@@ -343,6 +343,7 @@ def test_a_systematic_code_answers_each_request_when_its_own_worker_returns():
         assert res is None  # 3 of 4 in, not complete (worker 0 missing): waits for all N by default
         with ex._lock:
             res = ex._step(ex._batches[0], t0 + 61.0)  # the timeout: decoded from 1, 2, 3
+        res = ex._run_decodes([res])[0]
         _settle([res])
         out = res[1]
         assert futs[0].done() and out.outputs.shape == (2, 1)  # the batch keeps both inputs
@@ -371,6 +372,7 @@ def test_an_answer_decoded_from_fewer_than_the_trusted_returns_says_so():
             assert ex._step(ex._batches[0], t0 + 0.5) is None  # before the deadline: waits
             res = ex._step(ex._batches[0], t0 + 1.5)  # past it: decoded from 2 < K = 3
         _settle_early(early)
+        res = ex._run_decodes([res])[0]
         _settle([res])
         out = res[1]
         assert out.returned == (1, 2) and not out.trusted
@@ -531,7 +533,7 @@ def test_pull_placement_holds_tasks_until_a_worker_is_idle_and_never_sends_a_dec
             ex._handle(TaskResult(1, 1, 1, np.full(1, 2.0), 0.0), t0 + 0.3)
             settle.append(ex._step(ex._batches[1], t0 + 0.3))  # complete: slots 2 and 3 never went out
             ex._pump(t0 + 0.3)
-        _settle(settle)
+        _settle(ex._run_decodes(settle))
         assert fut0.result(timeout=0).returned == (1, 2) and fut1.result(timeout=0).returned == (0, 1)
         assert ex.stats["pulled_elsewhere"] == 1 and ex.stats["never_sent"] == 2 and not ex._pending
         assert len(be.sent) == 6 and (0, 1) not in be.cancelled  # nothing to cancel on the workers for batch 1

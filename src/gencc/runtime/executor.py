@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import CancelledError, Future
+from typing import NamedTuple
 
 import numpy as np
 
@@ -846,7 +847,7 @@ class CodedExecutor(StreamingExecutor):
                     early, self._early_settle = self._early_settle, []
                     late = self._late_open_batches(batches, now) if self.direct_dispatch else []
                 _settle_early(early)
-                _settle(settle)
+                _settle(self._run_decodes(settle))
                 for index in late:  # outside the lock: the batcher takes its own lock, then ours
                     if self._batcher.close_early(index):
                         self.stats["early_closes"] += 1
@@ -1078,7 +1079,7 @@ class CodedExecutor(StreamingExecutor):
         )
         action = decide(state, self._policy)
         if action.kind == "decode":
-            return self._decode(b, usable)
+            return self._begin_decode(b, usable)
         if action.kind == "fail":
             return self._fail(b, action.reason)
         if action.kind == "redispatch":
@@ -1111,17 +1112,48 @@ class CodedExecutor(StreamingExecutor):
             self._backend.cancel(w, b.index)
         b.coded = None
 
-    def _decode(self, b, usable):
+    def _begin_decode(self, b, usable) -> _DecodeJob:
+        """Retire the batch and take what its decode needs (the lock held); the decode itself
+        runs outside the lock (:meth:`_run_decodes`), so that submitters, event handling on
+        other batches' futures and readers of the stats never wait for a slow decode."""
         slots = np.array(sorted(usable), dtype=np.int64)
         for s in set(b.results) - set(usable):
             b.erase(s, s, f"wrong shape {b.results[s].shape}")
+        self._retire(b)
+        decoder = self.scheme if self._calibrator is None else self._calibrator.decoder
+        return _DecodeJob(b, slots, [usable[s] for s in slots], decoder)
+
+    def _run_decodes(self, settle) -> list:
+        """Carry out the decode jobs among ``settle`` (no lock held), then count them (the lock
+        held once); returns every (future, value) to settle."""
+        jobs = [i for i, item in enumerate(settle) if isinstance(item, _DecodeJob)]
+        if not jobs:
+            return settle
+        out = list(settle)
+        done = []
+        for i in jobs:
+            job = settle[i]
+            try:
+                res = self._decode(job)
+            except Exception as exc:  # a scheme's bug fails this batch, not the dispatcher
+                log.exception("decode failed", extra={"batch": job.batch.index})
+                res = f"internal error: {exc!r}"
+            done.append((job, res))
+            out[i] = None
+        with self._lock:
+            for (job, res), i in zip(done, jobs):
+                out[i] = self._account(job, res)
+        return out
+
+    def _decode(self, job) -> BatchResult | str:
+        """Decode one retired batch (no lock held): its result, or why it failed."""
+        b, slots = job.batch, job.slots
         t0 = time.monotonic()
-        Y = np.stack([usable[s] for s in slots])  # (|F|, B, *out_shape)
+        Y = np.stack(job.outputs)  # (|F|, B, *out_shape)
         try:
-            decoder = self.scheme if self._calibrator is None else self._calibrator.decoder
-            outputs, missing, info, est = decode_stacked(decoder, Y, slots, b.size)
+            outputs, missing, info, est = decode_stacked(job.decoder, Y, slots, b.size)
         except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError) as exc:
-            return self._fail(b, f"decode failed: {exc}")
+            return f"decode failed: {exc}"
         rmse, p90 = info.get("rmse"), info.get("rmse_p90")
         refused = ()
         if self.max_error is not None:
@@ -1130,11 +1162,8 @@ class CodedExecutor(StreamingExecutor):
                 if refused:
                     outputs = outputs.copy()
                     outputs[list(refused)] = np.nan
-                    self.stats["refused_inputs"] += len(refused)
             elif est is not None and not est <= self.max_error:
-                return self._fail(b, f"decoder's error estimate {est:.3g} above max_error {self.max_error:g}")
-        if self._out_shape is None:
-            self._out_shape = Y.shape[2:]
+                return f"decoder's error estimate {est:.3g} above max_error {self.max_error:g}"
         flagged = tuple(int(s) for s in info.get("flagged", ()))
         res = BatchResult(
             batch=b.index, outputs=outputs, missing=missing, returned=tuple(int(s) for s in slots),
@@ -1147,10 +1176,19 @@ class CodedExecutor(StreamingExecutor):
             rmse_p90=None if p90 is None else np.asarray(p90, dtype=np.float64), refused=refused,
             max_error=self.max_error,
         )
-        self._retire(b)
         if self._calibrator is not None and not res.flagged:  # scored off the dispatcher, at a bounded share
             self._calibrator.offer(Y, slots)
+        return res
+
+    def _account(self, job, res):
+        """Count a decode's outcome (the lock held); returns the (future, value) to settle."""
+        b, slots = job.batch, job.slots
+        if isinstance(res, str):
+            return self._failure(b, res)
+        if self._out_shape is None:
+            self._out_shape = job.outputs[0].shape[1:]
         self.stats["batches"] += 1
+        self.stats["refused_inputs"] += len(res.refused)
         if res.flagged:
             self.stats["flagged"] += len(res.flagged)
         self.returned_counts[len(slots)] += 1
@@ -1163,11 +1201,25 @@ class CodedExecutor(StreamingExecutor):
 
     def _fail(self, b, reason):
         self._retire(b)
+        return self._failure(b, reason)
+
+    def _failure(self, b, reason):
+        """The failure of a retired batch (the lock held)."""
         self.stats["failed_batches"] += 1
         n_required = self.n_min if self.n_min is not None else self.scheme.trusted_returns
         err = BatchFailedError(b.index, b.failed, len(b.usable(self._out_shape)), n_required, reason)
         log.warning("batch failed", extra={"batch": b.index, "reason": reason})
         return b.future, err
+
+
+class _DecodeJob(NamedTuple):
+    """A retired batch to decode outside the lock: its returned slots (sorted), their outputs,
+    each of shape (B, *out_shape), and the decoder in use when it was retired."""
+
+    batch: BatchState
+    slots: np.ndarray
+    outputs: list
+    decoder: object
 
 
 def _self_calibration(self_calibrate, scheme):
