@@ -286,7 +286,7 @@ def main(argv=None):
                     help="seconds one measurement may be predicted to take before it and larger N are skipped")
     ap.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=list(SCHEMES))
     ap.add_argument("--slope-from", type=int, default=256, help="fit slopes over N >= this")
-    ap.add_argument("--out", default="docs/bench_codec", help="folder for bench_codec.{json,csv,png}")
+    ap.add_argument("--out", default="results/bench_codec", help="folder for bench_codec.{json,csv,png}")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.min_n < 8 or args.max_n < args.min_n:

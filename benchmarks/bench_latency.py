@@ -1,7 +1,7 @@
 """End-to-end batch latency on real workers: uncoded, replication and coded.
 
     python benchmarks/bench_latency.py                     # 1000 batches per run
-    python benchmarks/bench_latency.py --batches 200 --out docs/bench_latency
+    python benchmarks/bench_latency.py --batches 200 --out results/bench_latency
 
 One model, one N, one injected straggler distribution, in one run:
 
@@ -92,7 +92,7 @@ def main():
     ap.add_argument("--base", type=float, default=0.02, help="typical task time of the latency model, seconds")
     ap.add_argument("--batches", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="docs/bench_latency", help="folder for json, csv and png")
+    ap.add_argument("--out", default="results/bench_latency", help="folder for json, csv and png")
     args = ap.parse_args()
     K, N, S = args.K, args.N, args.S
     wl = get(args.workload)

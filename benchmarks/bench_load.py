@@ -168,7 +168,7 @@ def main(argv=None):
     ap.add_argument("--hedge-qs", default="0.8,0.95", help="grid of hedged requests' backup quantile")
     ap.add_argument("--hedge-copies", default="2,3",
                     help="grid of hedged requests' copies in all (2: one backup; 3 had the shortest tail of the "
-                         "seed study, docs/bench_load_serving)")
+                         "seed study, results/bench_load_serving)")
     ap.add_argument("--placements", default="pinned,pull",
                     help="grid of where tasks go, for every scheme but uncoded-clean: pinned (queued on their "
                          "worker at once) or pull (held at the master until a worker is idle)")
@@ -182,7 +182,7 @@ def main(argv=None):
                          "their own: the adaptive deadline and hedge delay are the cap until 20 task latencies "
                          "are seen, so a cold executor's first batches wait up to 10 x base")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="docs/bench_load")
+    ap.add_argument("--out", default="results/bench_load")
     args = ap.parse_args(argv)
     factors = [float(f) for f in (args.factors or ("1.25" if args.quick else "1.25,1.5,2")).split(",")]
     kinds = (args.stragglers or ("slow-nodes" if args.quick else "slow-nodes,pareto,cpu-hog")).split(",")

@@ -1,7 +1,7 @@
 """The runtime's own cost with no stragglers, against f itself, per backend and micro-batch.
 
     python benchmarks/bench_overhead.py                          # local, local-pipe, threads; B in 1, 16, 64
-    python benchmarks/bench_overhead.py --backends local,threads,ray --out docs/bench_overhead
+    python benchmarks/bench_overhead.py --backends local,threads,ray --out results/bench_overhead
 
 lenet5 (the ``gencc.workloads`` registry), GCC with K = 4, N = 12, waiting for
 all N, no stragglers. For each backend and B, in the same run:

@@ -43,7 +43,7 @@ def main(argv=None):
     p.add_argument("--inputs", type=int, default=10_000)
     p.add_argument("--workload", default="lenet5")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="docs/chaos")
+    p.add_argument("--out", default="results/chaos")
     args = p.parse_args(argv)
 
     w = get(args.workload)

@@ -1,7 +1,7 @@
 """One table from several ``bench_load.py`` runs of the same grid on different seeds.
 
-    python benchmarks/load_seeds.py docs/bench_load_tuning docs/bench_load_tuning/seed2 ... \\
-        --out docs/bench_load_tuning/summary
+    python benchmarks/load_seeds.py results/bench_load_serving/seed1 results/bench_load_serving/seed2 ... \\
+        --out results/bench_load_serving/seeds
 
 p99.9 over 2000 requests is the second-slowest answer, so one run's figure
 moves with a single unlucky batch (the same setting gave 141 and 193 ms on two

@@ -29,9 +29,9 @@ extensions = [
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-# the result folders hold data, not pages: only the site's own sources are built
+# only the site's own sources are built (the studies' data lives in results/)
 include_patterns = ["index.md", "getting-started.md", "results.md", "guide/*.md", "api/*.rst",
-                    "api/generated/*.rst", "bench_load/history.md"]
+                    "api/generated/*.rst"]
 exclude_patterns = ["_build"]
 
 myst_heading_anchors = 3

@@ -12,11 +12,12 @@ import math
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
+RESULTS = DOCS.parent / "results"
 OUT = DOCS / "_generated"
 
 
 def _load(rel: str) -> dict | None:
-    path = DOCS / rel
+    path = RESULTS / rel
     return json.loads(path.read_text()) if path.exists() else None
 
 

@@ -11,7 +11,7 @@ draw. The "none" column is the honest cost: MSE with no liar over the plain
 decode's, and the false flags on honest workers.
 
 Run: ``python scripts/byzantine_study.py SETTING [ROUNDS]`` writes one
-setting's table into ``docs/byzantine_study.txt``, replacing that setting's
+setting's table into ``results/byzantine_study/byzantine_study.txt``, replacing that setting's
 earlier table (SETTING indexes SETTINGS; each takes one to two minutes on a
 loaded 2-core machine). ``... SETTING ROUNDS m1,m2`` prints only those
 methods' rows; with ``--merge`` after it, they replace (or join) their rows
@@ -258,7 +258,7 @@ if __name__ == "__main__":
     only = sys.argv[3].split(",") if len(sys.argv) > 3 else None  # a subset of METHODS: print only
     text = run(SETTINGS[i], rounds, only)
     print(text)
-    out = Path(__file__).resolve().parent.parent / "docs" / "byzantine_study.txt"
+    out = Path(__file__).resolve().parent.parent / "results" / "byzantine_study" / "byzantine_study.txt"
     if only and sys.argv[4:] == ["--merge"]:  # and put those rows into the setting's table
         merge(text, out)
     elif not only:

@@ -33,7 +33,7 @@ OLD = dict(candidates=[("sobolev2", 1.0), ("matern32", 0.5), ("matern52", 0.5), 
            criterion="loo", mix=1)
 
 
-def main(rounds=20, out="docs/calibration_check.txt"):
+def main(rounds=20, out="results/calibration_check/calibration_check.txt"):
     try:
         import torch
 
@@ -70,4 +70,4 @@ def main(rounds=20, out="docs/calibration_check.txt"):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20, sys.argv[2] if len(sys.argv) > 2 else "docs/calibration_check.txt")
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20, sys.argv[2] if len(sys.argv) > 2 else "results/calibration_check/calibration_check.txt")

@@ -1,9 +1,9 @@
 """Print the README's result tables (markdown) from the committed result files.
 
-    python scripts/readme_tables.py                 # reads docs/reproduce and docs/bench_latency
+    python scripts/readme_tables.py                 # reads results/reproduce and results/bench_latency
 
 So the numbers in README.md are copied from files anyone can regenerate with
-``gencc reproduce --out docs/reproduce`` and ``python benchmarks/bench_latency.py``.
+``gencc reproduce --out results/reproduce`` and ``python benchmarks/bench_latency.py``.
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ def latency(bench):
 
 
 def main(argv):
-    reproduce = Path(argv[0]) if argv else ROOT / "docs" / "reproduce"
-    bench = Path(argv[1]) if len(argv) > 1 else ROOT / "docs" / "bench_latency"
+    reproduce = Path(argv[0]) if argv else ROOT / "results" / "reproduce"
+    bench = Path(argv[1]) if len(argv) > 1 else ROOT / "results" / "bench_latency"
     print("## slopes\n\n" + slopes(reproduce) + "\n\n## dnn\n\n" + dnn(reproduce))
     if (bench / "bench_latency.json").exists():
         print("\n## latency\n\n" + latency(bench))

@@ -176,7 +176,7 @@ def run_setting(wl, kind, K, N, rounds):
     return S, per_cfg[best], CONFIGS[best], res
 
 
-def main(rounds=30, out="docs/selector_study.txt"):
+def main(rounds=30, out="results/selector_study/selector_study.txt"):
     try:
         import torch
 
@@ -216,4 +216,4 @@ def main(rounds=30, out="docs/selector_study.txt"):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 30, sys.argv[2] if len(sys.argv) > 2 else "docs/selector_study.txt")
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 30, sys.argv[2] if len(sys.argv) > 2 else "results/selector_study/selector_study.txt")

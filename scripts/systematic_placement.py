@@ -14,7 +14,7 @@ explicit worker points are alpha plus the parities decode identically.
 
 "shipped" is ``gencc.points.parity_points`` (what ``worker_points=
 "systematic"`` uses); the other rules are the alternatives it was chosen
-over. The 600-round output is kept in docs/systematic_placement.txt.
+over. The 600-round output is kept in results/systematic_placement/systematic_placement.txt.
 
 Run: PYTHONPATH=src python scripts/systematic_placement.py [rounds]
 """

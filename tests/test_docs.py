@@ -46,9 +46,11 @@ def test_the_site_builds_without_warnings(tmp_path):
     assert "getting-started.html" in index and "guide/self-calibration.html" in index
     results = (html / "results.html").read_text()
     assert "selector_bench" in results and "source commits since" in results  # generated at build time
+    text = re.sub(r"<[^>]+>", "", results)  # code blocks are highlighted token by token
+    assert "gencc bench selfcal --out results/self_calibration" in text  # each study's command, from studies.toml
     import json
 
-    seed = json.loads((DOCS / "self_calibration" / "selfcal.json").read_text())["seed"]
+    seed = json.loads((DOCS.parent / "results" / "self_calibration" / "selfcal.json").read_text())["seed"]
     page = (html / "guide" / "self-calibration.html").read_text()
     assert f"Seed {seed}" in page and "default selection" in page  # prose and tables read from the JSON
     unresolved = [p.name for p in html.rglob("*.html") if "_static" not in p.parts and "{{" in p.read_text()]

@@ -53,7 +53,7 @@ SCHEMES = ("uncoded", "replication", "hedged", "gcc-sys", "gcc-sys-direct", "gcc
 # 1.0 had the lowest median p99.9 of the grid {0.75, 1, 1.25} among the settings that keep 96% agreement
 # with f, over 4 seeds of 2000 requests (gcc-sys-direct-any, 1.25x workers, 50% load: 122 ms against 129
 # at 1.25 with pull placement, 124 against 134 pinned; 0.75: 112 ms, but 14% of answers decoded from K - 1
-# returns and 88% agreement; docs/bench_load_serving). HEDGE_Q: HedgedExecutor's default, a backup after
+# returns and 88% agreement; results/bench_load_serving). HEDGE_Q: HedgedExecutor's default, a backup after
 # the p95 (Dean and Barroso); the benchmark also runs 0.8, which had the shorter tail there at 2 and 3
 # copies, and compares with hedging's best setting.
 DEADLINE_Q, DEADLINE_FACTOR = 0.9, 1.0

@@ -18,7 +18,7 @@ __all__ = ["GCC", "LeTCC", "DEFAULT_CANDIDATES", "CALIBRATION_GRID"]
 # gap criterion these 16 were within 1.26x of the best fixed decoder in
 # hindsight (geometric mean over 72 settings; 1.21x mixing the best 3) against
 # 1.37x for the former four (sobolev2, matern32@0.5, matern52@0.5, matern52@2);
-# docs/selector_study.txt.
+# results/selector_study/selector_study.txt.
 # Gaussian kernels are available through `candidates`.
 DEFAULT_CANDIDATES = (("sobolev2", 1.0),) + tuple(
     (k, sc) for k in ("matern12", "matern32", "matern52") for sc in (0.1, 0.2, 0.5, 1.0, 2.0)
@@ -116,7 +116,7 @@ class GCC(CodingScheme):
         (``decoder_matrix(kept)`` is the robust decode's). Off by
         default: on honest workers it cost 0.99-1.11x the plain decode's
         MSE (geometric mean; single draws up to 4x) and up to about
-        7 ms per decode (``docs/byzantine_study.txt``).
+        7 ms per decode (``results/byzantine_study/byzantine_study.txt``).
     robust_threshold : float, default 3.0
         A worker is a candidate while its pooled standardised residual
         exceeds this many robust standard deviations.
@@ -141,7 +141,7 @@ class GCC(CodingScheme):
     leaves a hole it never tests, and it picked kernels up to 23x worse than
     the best fixed decoder under contiguous stragglers.
 
-    Measured (``scripts/selector_study.py``, ``docs/selector_study.txt``): x
+    Measured (``scripts/selector_study.py``, ``results/selector_study/selector_study.txt``): x
     sin x, an MLP, lenet5 and a convnet; random (S = N/4), Bernoulli (p =
     0.2) and worst contiguous stragglers; K in {4, 8}, N in {1.25K, 2K, 5K}:
     72 settings, 20 batches each, every decoder's MSE over the best of 112
