@@ -32,3 +32,17 @@ def test_a_study_command_names_programs_that_exist_and_writes_into_its_folder(na
     for line in re.findall(r"(?:^|; |\n)(gencc [^;\n]*)", command):
         build_parser().parse_args(shlex.split(line)[1:])  # a misspelt sub-command or flag exits here
     assert scripts or "gencc " in command or "python -c" in command, command
+
+
+def test_every_result_written_is_stamped_with_what_made_it(tmp_path):
+    import json
+
+    from gencc.report import write_json
+
+    data = json.loads(write_json({"rows": [1.0, float("nan")]}, tmp_path / "r.json").read_text())
+    prov = data["provenance"]
+    assert data["rows"] == [1.0, None] and prov["gencc"] and prov["date"].endswith("Z") and "cores" in prov["machine"]
+    assert len(prov["commit"] or "") in (0, 40)  # a commit where the package runs from a checkout
+    kept = {"commit": "abc", "date": "2026-01-01"}
+    assert json.loads(write_json({"provenance": kept}, tmp_path / "k.json").read_text())["provenance"] == kept
+    assert "provenance" not in json.loads(write_json({"a": 1}, tmp_path / "u.json", stamp=False).read_text())

@@ -80,8 +80,14 @@ def provenance() -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
-def write_json(obj, path) -> Path:
-    """Write JSON (NaN/Inf become null, numpy types become Python)."""
+def write_json(obj, path, *, stamp: bool = True) -> Path:
+    """Write JSON (NaN/Inf become null, numpy types become Python).
+
+    A dict is stamped with :func:`provenance` under ``"provenance"`` (unless it
+    has one already or ``stamp`` is False), so that every result says what made it.
+    """
+    if stamp and isinstance(obj, dict) and "provenance" not in obj:
+        obj = {**obj, "provenance": provenance()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(_plain(obj), indent=2) + "\n")
