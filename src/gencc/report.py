@@ -55,9 +55,13 @@ def _plain(v):
     return v
 
 
+_CODE = ("src", "benchmarks", "scripts")  # what makes results: a change elsewhere (docs) leaves them clean
+
+
 def provenance() -> dict:
-    """What made a result: the package version, the git commit (and whether the tree was
-    clean), the machine and the UTC date; stamped into every result file."""
+    """What made a result: the package version, the git commit (and whether the code that makes
+    results, ``src``, ``benchmarks`` and ``scripts``, had uncommitted changes), the machine and
+    the UTC date; stamped into every result file."""
     import datetime
     import os
     import platform
@@ -71,8 +75,8 @@ def provenance() -> dict:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 timeout=10).stdout.strip() or None
         if commit:
-            dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                        capture_output=True, text=True, timeout=10).stdout.strip())
+            dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *_CODE],
+                                        cwd=root, capture_output=True, text=True, timeout=10).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         pass
     return {"gencc": __version__, "commit": commit, "dirty": dirty, "python": platform.python_version(),
