@@ -65,7 +65,8 @@ def main(argv=None):
                      "rss_first_mb": float(np.mean(r.rss_mb[: max(1, len(r.rss_mb) // 4)])),
                      "rss_last_mb": float(np.mean(r.rss_mb[-max(1, len(r.rss_mb) // 4):]))})
     print(format_table(rows, COLUMNS, title=f"chaos soak: {args.workload}, {scheme!r}"))
-    write_json({"settings": vars(args), "scheme": repr(scheme), "reports": reports}, f"{args.out}/chaos.json")
+    write_json({"settings": vars(args), "scheme": repr(scheme), "rows": rows, "reports": reports},
+               f"{args.out}/chaos.json")
     write_csv(rows, f"{args.out}/chaos.csv", COLUMNS)
     import matplotlib
 
