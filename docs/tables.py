@@ -263,6 +263,18 @@ def substitutions() -> dict:
         })
     sel = _load("selector_bench/selector.json")
     if sel:
+        by = {(r["decoder"], r["vs"]): r for r in sel["summary"] + sel["summary_vs_letcc"] + sel["summary_vs_bacc"]}
+        gcc = by["gcc", "oracle"]
+        worst = max((r for r in sel["by_pattern"] if r["decoder"] == "gcc" and r["vs"] == "oracle"),
+                    key=lambda r: r["p90"])
+        subs.update({"selector_median": _x(gcc["median"]), "selector_p90": _x(gcc["p90"], 2),
+                     "selector_max": _x(gcc["max"], 2), "selector_within_125": _pct(gcc["within_1.25x"]),
+                     "selector_within_2": _pct(gcc["within_2x"]), "selector_worst": gcc["worst"],
+                     "selector_vs_letcc_median": _x(by["gcc", "letcc"]["median"], 2),
+                     "selector_vs_letcc_p90": _x(by["gcc", "letcc"]["p90"]),
+                     "selector_vs_bacc_median": _x(by["gcc", "bacc"]["median"], 2),
+                     "selector_vs_bacc_p90": _x(by["gcc", "bacc"]["p90"]),
+                     "selector_worst_pattern": worst["pattern"], "selector_worst_pattern_p90": _x(worst["p90"], 2)})
         subs.update({"selector_seed": str(sel["seed"]), "selector_settings": str(sel["n_settings"]),
                      "selector_rounds": str(sel["rounds"]), "selector_max_workers": str(sel["max_workers"]),
                      "selector_date": sel.get("provenance", {}).get("date", "unknown")[:10]})
