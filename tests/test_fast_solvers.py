@@ -343,12 +343,12 @@ def test_compiled_selection_matches_numpy_reference(monkeypatch):
 
 
 def test_generated_recursions_are_up_to_date():
-    """src/gencc/_statespace_gen.py is what scripts/gen_statespace_jit.py writes."""
+    """src/gencc/_statespace_gen.py is what tools/gen_statespace_jit.py writes."""
     import importlib.util
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("gen_statespace_jit", root / "scripts" / "gen_statespace_jit.py")
+    spec = importlib.util.spec_from_file_location("gen_statespace_jit", root / "tools" / "gen_statespace_jit.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     assert (root / "src" / "gencc" / "_statespace_gen.py").read_text() == gen.source()

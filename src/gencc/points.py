@@ -175,7 +175,7 @@ def parity_points(alpha, n_parity: int, *, grid_size: int = 2001, sep: float = 0
     uniform on [-3, 3], and a random 784-64-10 tanh MLP on uniform [0, 1]
     inputs; (K, N) in (4,5), (4,6), (4,8), (8,10), (8,12), (8,16), S =
     1..N-K random stragglers, 600 seeded rounds each;
-    ``scripts/systematic_placement.py``). Geometric mean over the 21
+    ``benchmarks/systematic_placement.py``). Geometric mean over the 21
     settings of each rule's degraded MSE over the best rule's, x sin x /
     MLP: this rule 1.30 / 1.32; sep = 0.25: 1.56 / 1.43; no separation
     (near copies): 1.18 / 1.77; Chebyshev second-kind parities 1.93 / 1.14;

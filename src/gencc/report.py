@@ -55,12 +55,12 @@ def _plain(v):
     return v
 
 
-_CODE = ("src", "benchmarks", "scripts")  # what makes results: a change elsewhere (docs) leaves them clean
+_CODE = ("src", "benchmarks", "tools")  # what makes results: a change elsewhere (docs) leaves them clean
 
 
 def provenance() -> dict:
     """What made a result: the package version, the git commit (and whether the code that makes
-    results, ``src``, ``benchmarks`` and ``scripts``, had uncommitted changes), the machine and
+    results, ``src``, ``benchmarks`` and ``tools``, had uncommitted changes), the machine and
     the UTC date; stamped into every result file."""
     import datetime
     import os

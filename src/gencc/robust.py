@@ -257,7 +257,7 @@ def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 
        and its neighbours' residuals stay or grow. The candidate with the
        largest drop above ``gain`` (4) is flagged; none: stop.
 
-    Measured (``scripts/byzantine_study.py``, ``results/byzantine_study/byzantine_study.txt``):
+    Measured (``benchmarks/byzantine_study.py``, ``results/byzantine_study/byzantine_study.txt``):
     on honest outputs it costs 0.99-1.06x the plain decode's MSE
     (geometric mean over draws), but single draws up to 4x (x sin x,
     K = 8, N = 32: 0.4 false flags per decode). Outputs scaled by 10 are

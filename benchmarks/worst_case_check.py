@@ -6,7 +6,7 @@ adversary (``WorstCaseStragglers``), each against each scheme's own decoder.
 LeTCC's ridges come from ``gencc.experiments.peers.LETCC_GRID`` on
 calibration batches of another seed. Same batches (seed 0) for every scheme.
 
-Run: PYTHONPATH=src python scripts/worst_case_check.py [rounds] [out]
+Run: PYTHONPATH=src python benchmarks/worst_case_check.py [rounds] [out]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main(rounds: int = 8, out: str | None = None):
                          "letcc ridges": label, "seconds": time.perf_counter() - t0})
             print(format_table(rows[-1:]), flush=True)
     text = format_table(rows, title=f"worst-case stragglers: MSE of decoded outputs, {rounds} batches per cell, "
-                                    f"LeTCC grid {dict(LETCC_GRID)} (scripts/worst_case_check.py)")
+                                    f"LeTCC grid {dict(LETCC_GRID)} (benchmarks/worst_case_check.py)")
     print(text)
     if out:
         with open(out, "w") as fh:

@@ -42,7 +42,7 @@ for every decoder and round: each decoder faces its own adversary, as in
 Output: per setting the oracle's MSE and configuration and each selector's
 MSE over the oracle's; then the geometric mean and maximum of the ratios.
 
-Run: PYTHONPATH=src python scripts/selector_study.py [rounds] [out]
+Run: PYTHONPATH=src python benchmarks/selector_study.py [rounds] [out]
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def main(rounds=30, out="results/selector_study/selector_study.txt"):
     except ImportError:
         pass
     lines = [f"selector study: {rounds} rounds per setting; MSE ratio to the best fixed "
-             f"(kernel, scale, ridge) of {N_ORACLE} in hindsight (scripts/selector_study.py)", ""]
+             f"(kernel, scale, ridge) of {N_ORACLE} in hindsight (benchmarks/selector_study.py)", ""]
     head = f"{'setting':<34} {'oracle':>10} {'oracle config':<24}" + "".join(f"{s:>10}" for s in SELECTORS)
     lines.append(head)
     ratios = {s: [] for s in SELECTORS}

@@ -10,7 +10,7 @@ recall (means over draws with a flag / with a liar) and the false flags per
 draw. The "none" column is the honest cost: MSE with no liar over the plain
 decode's, and the false flags on honest workers.
 
-Run: ``python scripts/byzantine_study.py SETTING [ROUNDS]`` writes one
+Run: ``python benchmarks/byzantine_study.py SETTING [ROUNDS]`` writes one
 setting's table into ``results/byzantine_study/byzantine_study.txt``, replacing that setting's
 earlier table (SETTING indexes SETTINGS; each takes one to two minutes on a
 loaded 2-core machine). ``... SETTING ROUNDS m1,m2`` prints only those
@@ -35,7 +35,7 @@ from gencc.kernels import make_kernel
 from gencc.robust import screen_outliers
 from gencc.schemes import gcc as gcc_mod
 
-HEADER = """Robust GCC decoding against Byzantine workers (scripts/byzantine_study.py)
+HEADER = """Robust GCC decoding against Byzantine workers (benchmarks/byzantine_study.py)
 
 Every method decodes the same draws: batches, S random stragglers and A liars among the returned
 workers (gencc.evaluate(..., byzantine=...) at seed 0). Cell: geometric mean over draws of the

@@ -1,7 +1,7 @@
 """Train the classifiers and write their checkpoints (a few minutes on 2 cores).
 
-    python scripts/train_models.py            # all of them
-    python scripts/train_models.py lenet5 vit
+    python tools/train_models.py            # all of them
+    python tools/train_models.py lenet5 vit
 """
 
 import sys

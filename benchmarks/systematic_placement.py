@@ -16,7 +16,7 @@ explicit worker points are alpha plus the parities decode identically.
 "systematic"`` uses); the other rules are the alternatives it was chosen
 over. The 600-round output is kept in results/systematic_placement/systematic_placement.txt.
 
-Run: PYTHONPATH=src python scripts/systematic_placement.py [rounds]
+Run: PYTHONPATH=src python benchmarks/systematic_placement.py [rounds]
 """
 
 from __future__ import annotations

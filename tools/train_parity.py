@@ -1,8 +1,8 @@
 """Train ParM parity models and write their checkpoints and records (a few minutes on 1 core).
 
-    python scripts/train_parity.py                 # every base model and k of PARITY_RECIPES
-    python scripts/train_parity.py convnet         # one base model, all its k
-    python scripts/train_parity.py lenet5 --k 2 3
+    python tools/train_parity.py                 # every base model and k of PARITY_RECIPES
+    python tools/train_parity.py convnet         # one base model, all its k
+    python tools/train_parity.py lenet5 --k 2 3
 """
 
 import argparse
