@@ -30,7 +30,7 @@ def _importable_models(monkeypatch):
 def _opts(backend):
     if backend == "ray":
         pytest.importorskip("ray")
-    return {"preload": ("gencc.runtime.worker", "_models")} if backend == "local" else {}
+    return {"preload": ("gencc.runtime.backends.worker", "_models")} if backend == "local" else {}
 
 
 def _x(i):

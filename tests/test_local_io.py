@@ -10,7 +10,7 @@ import pytest
 
 from gencc.runtime.events import Task, TaskResult, WorkerDied
 from gencc.runtime.faults import TaskFault
-from gencc.runtime.local import LocalBackend, frame, unframe
+from gencc.runtime.backends.local import LocalBackend, frame, unframe
 
 RNG = np.random.default_rng(11)
 
@@ -65,7 +65,7 @@ def test_a_connection_reads_our_frames_and_we_read_its_frames_in_any_pieces():
 
 @pytest.mark.timeout(120)
 def test_tasks_larger_than_the_pipe_wait_in_a_buffer_for_a_stopped_worker_and_arrive_whole():
-    be = LocalBackend("_models:xsinx", 2, preload=("gencc.runtime.worker", "_models"), shared_min_bytes=None)
+    be = LocalBackend("_models:xsinx", 2, preload=("gencc.runtime.backends.worker", "_models"), shared_min_bytes=None)
     be.start()
     try:
         xs = [RNG.normal(size=(2, 50_000)) for _ in range(3)]  # 800 KB each: a pipe holds 64 KB
@@ -96,7 +96,7 @@ def test_tasks_larger_than_the_pipe_wait_in_a_buffer_for_a_stopped_worker_and_ar
 
 @pytest.mark.timeout(120)
 def test_a_task_that_does_not_pickle_is_refused_and_the_worker_serves_the_next():
-    be = LocalBackend("_models:xsinx", 1, preload=("gencc.runtime.worker", "_models"))
+    be = LocalBackend("_models:xsinx", 1, preload=("gencc.runtime.backends.worker", "_models"))
     be.start()
     try:
         bad = Task(0, 0, np.ones((1, 3)), TaskFault(kind="attack", params={"f": lambda y: y}), True)
@@ -112,7 +112,7 @@ def test_a_task_that_does_not_pickle_is_refused_and_the_worker_serves_the_next()
 
 @pytest.mark.timeout(120)
 def test_a_worker_that_closes_its_events_pipe_but_lives_is_killed_and_reported_dead():
-    be = LocalBackend("_models:closes_its_pipes", 2, preload=("gencc.runtime.worker", "_models"))
+    be = LocalBackend("_models:closes_its_pipes", 2, preload=("gencc.runtime.backends.worker", "_models"))
     be.start()
     try:
         pid = be.pids[0]

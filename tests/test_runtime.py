@@ -26,7 +26,7 @@ def _opts(backend):
         return {}
     if backend == "threads":
         return {}
-    return {"preload": ("gencc.runtime.worker", "_models")}
+    return {"preload": ("gencc.runtime.backends.worker", "_models")}
 
 
 @pytest.fixture(autouse=True)

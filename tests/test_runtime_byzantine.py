@@ -131,7 +131,7 @@ def _run(backend, robust, liars, batches=3, micro_batch=1, N=20, **faults_kw):
     faults = Faults(workers=liars, points=scheme.beta, output_scale=0.5, **faults_kw)
     rng = np.random.default_rng(1)
     X = rng.uniform(1.0, 2.5, size=(batches, 4 * micro_batch, 3))
-    opts = {"preload": ("gencc.runtime.worker", "_models")} if backend == "local" else {}
+    opts = {"preload": ("gencc.runtime.backends.worker", "_models")} if backend == "local" else {}
     with CodedExecutor(MODEL, scheme, backend, timeout=30, micro_batch=micro_batch, faults=faults,
                        backend_options=opts) as ex:
         results = [ex.submit(x).result(timeout=60) for x in X]

@@ -13,7 +13,7 @@ import pytest
 import gencc
 from gencc.errors import BatchFailedError, ErrorBoundExceededError, InvalidInputError
 from gencc.runtime import CodedExecutor, Faults
-from gencc.runtime.local import LocalBackend
+from gencc.runtime.backends.local import LocalBackend
 
 from test_runtime import MODEL, _alive, _importable_models, _opts, f  # noqa: F401
 
@@ -159,7 +159,7 @@ def test_map_timeout_bounds_the_whole_call():
 
 @pytest.mark.timeout(60)
 def test_interrupted_start_leaves_no_worker():
-    be = LocalBackend("_models:slow_start", 3, preload=("gencc.runtime.worker", "_models"), start_timeout=0.5)
+    be = LocalBackend("_models:slow_start", 3, preload=("gencc.runtime.backends.worker", "_models"), start_timeout=0.5)
     with pytest.raises(TimeoutError, match="did not build the model"):
         be.start()
     pids = [p for p in be.pids if p]
@@ -209,7 +209,7 @@ def test_a_ray_actor_serves_its_tasks_in_order_like_a_local_worker():
     pytest.importorskip("ray")
     from gencc.runtime.events import Task, TaskResult
     from gencc.runtime.faults import TaskFault
-    from gencc.runtime.ray_backend import RayBackend
+    from gencc.runtime.backends.ray import RayBackend
 
     with pytest.raises(ValueError, match="max_concurrency"):
         RayBackend(MODEL, 1, max_concurrency=0)
@@ -258,7 +258,7 @@ def test_short_chaos_soak_accounts_for_every_input(backend):
 def test_a_restarted_ray_actor_comes_back_after_sigstop_and_sigkill():
     pytest.importorskip("ray")
     from gencc.runtime.events import WorkerReady
-    from gencc.runtime.ray_backend import RayBackend
+    from gencc.runtime.backends.ray import RayBackend
 
     be = RayBackend(MODEL, 4)
     be.start()

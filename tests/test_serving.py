@@ -12,7 +12,7 @@ from gencc.errors import BatchFailedError, InvalidInputError, MissingOutputsErro
 from gencc.runtime import AnswerInfo, CodedExecutor, Faults, RequestFuture
 from gencc.runtime.microbatch import decode_stacked, encode_stacked, requests_of_inputs
 from gencc.runtime.stream import RequestBatcher, due, padded_rows
-from gencc.runtime.threads import ThreadBackend
+from gencc.runtime.backends.threads import ThreadBackend
 
 from test_runtime import MODEL, _alive, _importable_models, _opts, f  # noqa: F401
 

@@ -1,4 +1,4 @@
-"""Coded inputs through shared memory (gencc.runtime.shared) and the local backend's use of it."""
+"""Coded inputs through shared memory (gencc.runtime.backends.shared) and the local backend's use of it."""
 
 import os
 
@@ -8,7 +8,7 @@ import pytest
 import gencc
 from gencc.runtime import CodedExecutor, Faults
 from gencc.runtime.microbatch import decode_stacked, encode_stacked
-from gencc.runtime.shared import Arena, ArenaView, SharedSlice, arena_size
+from gencc.runtime.backends.shared import Arena, ArenaView, SharedSlice, arena_size
 
 MODEL = "_models:xsinx"
 RNG = np.random.default_rng(0)
@@ -60,7 +60,7 @@ def test_large_tasks_go_through_shared_memory_and_give_the_pipes_answers():
     before = _segments()
     outs = {}
     for label, smb in (("shared", 32 << 10), ("pipe", None)):
-        opts = {"preload": ("gencc.runtime.worker", "_models"), "shared_min_bytes": smb}
+        opts = {"preload": ("gencc.runtime.backends.worker", "_models"), "shared_min_bytes": smb}
         with CodedExecutor(MODEL, scheme, "local", micro_batch=3, timeout=60, backend_options=opts) as ex:
             outs[label] = [ex.submit(X).result(timeout=90) for _ in range(5)]
             be = ex.backend
@@ -79,7 +79,7 @@ def test_a_worker_that_crashes_with_blocks_in_its_arena_is_replaced_and_nothing_
     scheme = gencc.GCC(4, 8, kernel="sobolev2")
     X = RNG.uniform(-3, 3, size=(4, 10000))  # 80 KB per task: shared memory by default
     before = _segments()
-    opts = {"preload": ("gencc.runtime.worker", "_models")}
+    opts = {"preload": ("gencc.runtime.backends.worker", "_models")}
     faults = Faults(workers={3: "crash"})
     with CodedExecutor(MODEL, scheme, "local", timeout=60, backend_options=opts, faults=faults) as ex:
         results = [ex.submit(X).result(timeout=90) for _ in range(3)]

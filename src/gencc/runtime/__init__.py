@@ -1,16 +1,16 @@
 """The runtime: coded execution on real workers (local processes or Ray actors).
 
 ``executor`` runs batches and moves events; ``gather`` decides, as a pure
-function, when a batch is decoded or failed; ``backend`` is the contract a
-pool of workers keeps, implemented by ``local`` (processes) and
-``ray_backend`` (actors); ``events`` names what crosses between them;
+function, when a batch is decoded or failed; ``backends`` holds the contract
+a pool of workers keeps and its implementations, ``local`` (processes),
+``threads`` and ``ray`` (actors); ``events`` names what crosses between them;
 ``faults`` injects stragglers and faults, the same way on both; ``hedged``
 serves uncoded with hedged requests (the baseline); ``request`` is the
 future of one ``submit_one`` request and how its answer was obtained.
 """
 
 from ..errors import BatchFailedError, ErrorBoundExceededError, InvalidInputError
-from .backend import Backend
+from .backends import Backend
 from .batch import BatchResult
 from .executor import CodedExecutor
 from .faults import FAULT_KINDS, Faults, TaskFault, WorkerStragglers

@@ -2,7 +2,7 @@
 
 The executor knows schemes only through their public interface (``encode``,
 ``decode_with_info``, ``can_decode``, ``is_complete``) and workers only
-through a :class:`~gencc.runtime.backend.Backend`. Its dispatcher thread only
+through a :class:`~gencc.runtime.backends.Backend`. Its dispatcher thread only
 moves events: when a batch is decoded or failed is decided by the pure
 :func:`~gencc.runtime.gather.decide`.
 """
@@ -95,7 +95,7 @@ class CodedExecutor(StreamingExecutor):
         ``"local"``: worker processes on this machine (isolated: a crash or
         hang is killed and restarted). ``"threads"``: worker threads in this
         process, for models that release the GIL (torch); no pickling, no
-        pipes, but no isolation (see :class:`~gencc.runtime.threads.ThreadBackend`).
+        pipes, but no isolation (see :class:`~gencc.runtime.backends.threads.ThreadBackend`).
         ``"ray"``: Ray actors (``pip install gencc[ray]``), on loopback unless
         ``address`` is given.
     micro_batch : int
@@ -376,15 +376,15 @@ class CodedExecutor(StreamingExecutor):
     @staticmethod
     def _make_backend(backend, model, N, options):
         if isinstance(backend, str) and backend == "local":
-            from .local import LocalBackend
+            from .backends.local import LocalBackend
 
             return LocalBackend(model, N, **options)
         if isinstance(backend, str) and backend == "threads":
-            from .threads import ThreadBackend
+            from .backends.threads import ThreadBackend
 
             return ThreadBackend(model, N, **options)
         if isinstance(backend, str) and backend == "ray":
-            from .ray_backend import RayBackend
+            from .backends.ray import RayBackend
 
             return RayBackend(model, N, **options)
         if all(hasattr(backend, m) for m in ("start", "submit", "cancel", "poll", "restart", "shutdown")):
@@ -1270,7 +1270,7 @@ def _warm_up(scheme):
 
 def _calibrated(scheme, model, calibration):
     """``scheme.calibrate`` on the calibration inputs, with f built here once."""
-    from .worker import build_model
+    from .backends.worker import build_model
 
     if not hasattr(scheme, "calibrate"):
         raise TypeError(f"calibration needs a scheme with a calibrate method (GCC), got {type(scheme).__name__}")

@@ -544,7 +544,7 @@ class StreamingExecutor:
 
     @property
     def backend(self):
-        """The pool of workers (a :class:`~gencc.runtime.backend.Backend`)."""
+        """The pool of workers (a :class:`~gencc.runtime.backends.Backend`)."""
         return self._backend
 
     def set_batch_window(self, seconds: float):

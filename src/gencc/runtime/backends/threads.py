@@ -18,8 +18,8 @@ import time
 import traceback
 from collections import deque
 
-from .events import Task, TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
-from .faults import run_faulty
+from ..events import Task, TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
+from ..faults import run_faulty
 from .worker import build_model, compute, set_threads
 
 __all__ = ["ThreadBackend"]
@@ -169,7 +169,7 @@ class ThreadBackend:
 
     Notes
     -----
-    Implements :class:`~gencc.runtime.backend.Backend`. Use it for models
+    Implements :class:`~gencc.runtime.backends.Backend`. Use it for models
     that release the GIL while they compute (torch, numpy's BLAS): the worker
     threads then run in parallel, and a task costs no pickling, no pipe and no
     process hop. Keep the process backend (``"local"``) where isolation is

@@ -13,8 +13,8 @@ import traceback
 
 import numpy as np
 
-from .events import TaskCancelled, TaskError, TaskResult
-from .faults import run_faulty
+from ..events import TaskCancelled, TaskError, TaskResult
+from ..faults import run_faulty
 from .shared import ArenaView, SharedSlice
 
 __all__ = ["worker_main", "build_model", "compute", "set_threads"]
@@ -179,7 +179,7 @@ def worker_main(tasks_in, events_out, factory, worker_id: int, threads: int | No
     """Process entry point of a local worker.
 
     Reads ``("task", Task)``, ``("cancel", batch)``, ``("arena", name)`` (the
-    shared memory that later tasks' :class:`~gencc.runtime.shared.SharedSlice`
+    shared memory that later tasks' :class:`~gencc.runtime.backends.shared.SharedSlice`
     inputs refer to) and ``("stop",)`` from ``tasks_in``; writes
     ``("ready", pid)`` once the model is built, then one TaskResult,
     TaskError or TaskCancelled per task to ``events_out``, in task order. Exits when told to stop or when the master is gone.

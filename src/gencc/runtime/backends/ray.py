@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from .events import TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
-from .faults import run_faulty
+from ..events import TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
+from ..faults import run_faulty
 from .ray_loopback import loopback_ray_init
 from .worker import build_model, compute, set_threads
 
@@ -68,7 +68,7 @@ class RayBackend:
 
     Notes
     -----
-    Implements :class:`~gencc.runtime.backend.Backend`. Actors run with
+    Implements :class:`~gencc.runtime.backends.Backend`. Actors run with
     ``max_restarts=0``: a dead actor is reported once as ``WorkerDied`` and
     replaced when the executor calls :meth:`restart`; results of a replaced
     actor are dropped.

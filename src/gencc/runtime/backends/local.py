@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from .events import Task, TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
+from ..events import Task, TaskCancelled, TaskError, TaskResult, WorkerDied, WorkerReady
 from .shared import Arena, arena_size
 from .worker import worker_main
 
@@ -252,7 +252,7 @@ class LocalBackend:
         Seconds to wait for every worker to build its model.
     shared_min_bytes : int or None
         Tasks whose coded inputs take at least this many bytes go through
-        shared memory (:mod:`gencc.runtime.shared`) instead of the pipe;
+        shared memory (:mod:`gencc.runtime.backends.shared`) instead of the pipe;
         None: always the pipe. Default 64 KiB: ``bench_overhead.py``'s
         transport table measured the pipe at 0.77-1.17x the shared path's
         wall time (seven runs) on 32 KB tasks, a wash, and 1.26-1.81x on
@@ -266,7 +266,7 @@ class LocalBackend:
 
     Notes
     -----
-    Implements :class:`~gencc.runtime.backend.Backend`. Nothing here blocks
+    Implements :class:`~gencc.runtime.backends.Backend`. Nothing here blocks
     the caller on a worker, and no thread stands between the caller and the
     pipes: :meth:`submit` writes a task into its worker's pipe at once (the
     pipe's non-blocking end; what does not fit waits in a buffer), and
@@ -297,7 +297,7 @@ class LocalBackend:
         method = start_method or ("forkserver" if sys.platform.startswith("linux") else "spawn")
         self._ctx = mp.get_context(method)
         if preload is None:
-            preload = ("gencc.runtime.worker", *dict.fromkeys(m for f in factories for m in getattr(f, "preload", ())))
+            preload = ("gencc.runtime.backends.worker", *dict.fromkeys(m for f in factories for m in getattr(f, "preload", ())))
         if method == "forkserver" and preload:
             self._ctx.set_forkserver_preload(list(preload))
         self.threads = threads

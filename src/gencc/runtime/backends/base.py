@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from .events import Event, Task
+from ..events import Event, Task
 
 __all__ = ["Backend"]
 
