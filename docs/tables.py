@@ -164,7 +164,9 @@ CODES = ("gcc-systematic", "gcc", "bacc", "letcc", "parm")
 
 def _span(values, fmt="{:.3f}") -> str:
     lo, hi = min(values), max(values)
-    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
+    if fmt.format(lo) == fmt.format(hi):
+        return fmt.format(lo)
+    return f"{fmt.format(lo)} to {fmt.format(hi)}" if lo < 0 else f"{fmt.format(lo)}-{fmt.format(hi)}"
 
 
 def _demo_substitutions(res) -> dict:
@@ -209,6 +211,151 @@ def _demo_substitutions(res) -> dict:
     }
 
 
+def _latency_tables(res) -> dict:
+    spec = [("run", lambda r: r["run"] + (f" ({r['params']})" if r.get("params") else ""), 0),
+            ("workers", "workers", 0), ("wait for", lambda r: str(r["wait_for"]), 0),
+            ("p50 ms", _ms("p50_s"), 0), ("p99 ms", _ms("p99_s"), 0), ("p99.9 ms", _ms("p999_s"), 0),
+            ("p50 ratio", "p50_ratio", 2), ("p99 ratio", "p99_ratio", 2), ("p99.9 ratio", "p999_ratio", 2),
+            ("argmax agreement", lambda r: f"{r['agreement']:.3f}", 0),
+            ("rel. MSE", lambda r: f"{r['rel_mse']:.2g}", 0), ("encode ms", "encode_ms", 2),
+            ("decode ms", "decode_ms", 2), ("failed batches", "failed_batches", 0)]
+    return {"latency.md": _columns(res["rows"], spec)}
+
+
+def _latency_substitutions(res) -> dict:
+    by = {r["run"]: r for r in res["rows"]}
+    codes = [r for r in res["rows"] if r["run"] in ("gcc", "bacc", "letcc")]
+    ranked = sorted(codes, key=lambda r: -r["agreement"])
+    o, prov, st = res["overhead"], res.get("provenance", {}), res["settings"]
+    return {
+        "latency_date": prov.get("date", "unknown")[:10], "latency_commit": (prov.get("commit") or "unknown")[:7],
+        "latency_batches": str(st["batches"]), "latency_model": f"`{st['latency_model']}`",
+        "latency_f_ms": f"{o['direct_f_ms_per_batch']:.2f} ms", "latency_map_ms": f"{o['gcc_map_ms_per_batch']:.2f} ms",
+        "latency_overhead": f"{o['ratio']:.0f}x",
+        "latency_uncoded_p99": _x(by["uncoded"]["p99_ratio"], 2),
+        "latency_coded_p99": _span([r["p99_ratio"] for r in codes], "{:.2f}x"),
+        "latency_coded_p999": _span([r["p999_ratio"] for r in codes], "{:.1f}x"),
+        "latency_replication_p999": _x(by["replication"]["p999_ratio"], 3),
+        "latency_ranking": ", ".join(f"{r['run']} {r['agreement']:.3f} (rel. MSE {r['rel_mse']:.2g})" for r in ranked),
+        "latency_gcc_decode": f"{by['gcc']['decode_ms']:.1f} ms",
+        "latency_other_decode": _span([r["decode_ms"] for r in codes if r["run"] != "gcc"], "{:.1f}") + " ms",
+        "latency_gcc_p50_p99": f"{by['gcc']['p50_ratio']:.2f}x and {by['gcc']['p99_ratio']:.2f}x",
+        "latency_others_p50": _span([r["p50_ratio"] for r in codes if r["run"] != "gcc"], "{:.2f}x"),
+    }
+
+
+def _g(x, spec=".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _reproduce_tables(summary, dnn) -> dict:
+    """The sweeps' fitted slopes, and the dnn sweep against its peers and its own oracle."""
+    out = {}
+    if summary:
+        rows = []
+        for sweep, label in (("rate", "stragglers"), ("bernoulli", "p")):
+            by = {}
+            for r in summary["slopes"].get(sweep, []):
+                by.setdefault(f"{sweep}: {label} = {r[label]}", {})[r["scheme"]] = r["slope"]
+            rows += [[k] + [_g(v.get(sc), ".2f") for sc in ("gcc", "letcc", "bacc", "lcc")] for k, v in by.items()]
+        out["reproduce_slopes.md"] = _table(["sweep", "GCC", "LeTCC", "BACC", "LCC"], rows)
+    if dnn:
+        by = {}
+        for r in dnn["rows"]:
+            by.setdefault((r["workload"], r["N"], r["K"], r["S"]), {})[r["scheme"]] = r
+        codes, rows, oracle = ("gcc", "letcc", "bacc", "lcc"), [], []
+        for (w, N, K, S), v in by.items():
+            metric = "cosine" if v["gcc"].get("cosine") is not None else "accuracy"
+            best = min((c for c in codes if c in v), key=lambda c: v[c]["rmse"])
+            err = [("**{}**" if c == best else "{}").format(_g(v[c]["rmse"], ".3f")) if c in v else "-" for c in codes]
+            acc = [_g(v[c].get(metric), ".3f") if c in v else "-" for c in (*codes, "replication")]
+            rows.append([w, N, K, S, *err, metric, *acc, _g(v["replication"]["missing_rate"], ".3f"),
+                         v.get("letcc", {}).get("params") or "-"])
+            if "gcc-oracle" in v:
+                o = v["gcc-oracle"]["mse"]
+                oracle.append([w, N, K, S, _g(o), v["gcc-oracle"]["params"],
+                               *[_g(v[c]["mse"] / o, ".2f") if c in v and o else "-" for c in ("gcc", "gcc-cal")],
+                               *[_g(v["gcc"]["mse"] / v[c]["mse"], ".2f") if c in v and v[c]["mse"] else "-"
+                                 for c in ("letcc", "bacc")]])
+        out["reproduce_dnn.md"] = _table(
+            ["model", "N", "K", "S", "RMSE GCC", "LeTCC", "BACC", "LCC", "metric", "GCC", "LeTCC", "BACC", "LCC",
+             "replication", "replication missing", "LeTCC ridges"], rows)
+        if oracle:
+            out["reproduce_oracle.md"] = _table(
+                ["model", "N", "K", "S", "oracle MSE", "oracle config", "GCC default / oracle",
+                 "GCC calibrated / oracle", "GCC / LeTCC best", "GCC / BACC"], oracle)
+    return out
+
+
+def _reproduce_substitutions(summary, dnn) -> dict:
+    subs = {}
+    if summary:
+        gcc = [r["slope"] for sweep in ("rate", "bernoulli") for r in summary["slopes"].get(sweep, [])
+               if r["scheme"] == "gcc"]
+        subs["reproduce_gcc_slopes"] = _span(gcc, "{:.1f}") if gcc else "-"
+    if dnn:
+        by = {}
+        for r in dnn["rows"]:
+            by.setdefault((r["workload"], r["N"], r["K"], r["S"]), {})[r["scheme"]] = r
+        cells = [v for v in by.values() if "gcc-oracle" in v]
+        default = [v["gcc"]["mse"] / v["gcc-oracle"]["mse"] for v in cells]
+        cal = [v["gcc-cal"]["mse"] / v["gcc-oracle"]["mse"] for v in cells if "gcc-cal" in v]
+        bacc = [v["gcc"]["mse"] / v["bacc"]["mse"] for v in by.values() if "bacc" in v]
+        letcc = {k: v["gcc"]["mse"] / v["letcc"]["mse"] for k, v in by.items() if "letcc" in v}
+        metric = lambda v: "cosine" if v["gcc"].get("cosine") is not None else "accuracy"  # noqa: E731
+        rep_wins = [k for k, v in by.items() if "replication" in v and all(
+            v["replication"][metric(v)] > v[c][metric(v)] for c in ("gcc", "letcc", "bacc", "lcc") if c in v)]
+        subs.update({
+            "dnn_settings": str(len(by)), "dnn_default_oracle": _span(default, "{:.2f}x") if default else "-",
+            "dnn_calibrated_oracle": _span(cal, "{:.2f}x") if cal else "-",
+            "dnn_vs_bacc": _span(bacc, "{:.2f}x") if bacc else "-",
+            "dnn_letcc_better": str(sum(v > 1 for v in letcc.values())),
+            "dnn_letcc_better_where": "; ".join(f"{k[0]} at ({k[1]}, {k[2]}, {k[3]}) by {100 * (v - 1):.0f}%"
+                                                for k, v in letcc.items() if v > 1) or "none",
+            "dnn_replication_wins": str(len(rep_wins)),
+            "dnn_codes_win_where": "; ".join(f"{k[0]} at ({k[1]}, {k[2]}, {k[3]})" for k in by if k not in rep_wins)
+                                   or "none",
+        })
+    return subs
+
+
+def _chaos_tables(res) -> dict:
+    spec = [("backend", "backend", 0), ("inputs", "inputs", 0), ("answers", "answers", 0),
+            ("explicit errors", "errors", 0), ("lost", "lost", 0),
+            ("bad inputs rejected", lambda r: f"{r['bad_inputs_rejected']} of {r['bad_inputs']}", 0),
+            ("failed batches", "failed_batches", 0), ("crashes / hangs seen", lambda r: f"{r['crashes']} / {r['hangs']}", 0),
+            ("SIGKILL / SIGSTOP sent", lambda r: f"{r['sigkill']} / {r['sigstop']}", 0),
+            ("fewest returns (floor)", lambda r: f"{r['fewest_returns']} ({r['trusted_returns']})", 0),
+            ("disagreement with f (same returns, no fault)",
+             lambda r: f"{r['disagreement_rate']:.3f} ({r['same_returns_disagreement_rate']:.3f})", 0),
+            ("seconds (bound)", lambda r: f"{r['seconds']:.0f} ({r['bound_s']:.0f})", 0),
+            ("processes left", lambda r: f"{r['pids_left']} of {r['pids_seen']}", 0),
+            ("master RSS MB, first / last quarter", lambda r: f"{r['rss_first_mb']:.0f} / {r['rss_last_mb']:.0f}", 0)]
+    return {"chaos.md": _columns(res["rows"], spec)}
+
+
+def _chaos_substitutions(res) -> dict:
+    rows, prov = res["rows"], res.get("provenance", {})
+    floor = min(r["trusted_returns"] for r in rows)
+    verdict = []
+    lost = sum(r["lost"] for r in rows)
+    verdict.append("no input was lost" if not lost else f"**{lost} inputs were lost**")
+    late = [r["backend"] for r in rows if not r["finished"]]
+    verdict.append("every run finished within its bound" if not late else f"**{', '.join(late)} ran past the bound**")
+    under = [r["backend"] for r in rows if r["fewest_returns"] < floor]
+    verdict.append(f"no answer came from fewer than K = {floor} workers" if not under
+                   else f"**answers from fewer than K on {', '.join(under)}**")
+    left = [r["backend"] for r in rows if r["pids_left"]]
+    verdict.append("every worker process (the SIGSTOPped ones included) was gone after shutdown" if not left
+                   else f"**worker processes were left on {', '.join(left)}**")
+    return {"chaos_date": prov.get("date", "unknown")[:10], "chaos_commit": (prov.get("commit") or "unknown")[:7],
+            "chaos_verdict": "; ".join(verdict),
+            "chaos_disagreement": "; ".join(
+                f"{r['backend']}: {r['disagreement_rate']:.3f} against {r['same_returns_disagreement_rate']:.3f}"
+                for r in rows),
+            "chaos_failed": "; ".join(f"{r['backend']}: {r['failed_batches']}" for r in rows)}
+
+
 def write() -> list[Path]:
     OUT.mkdir(exist_ok=True)
     tables = {}
@@ -224,6 +371,13 @@ def write() -> list[Path]:
     demo = _load("demo/demo.json")
     if demo:
         tables.update(_demo_tables(demo))
+    latency = _load("bench_latency/bench_latency.json")
+    if latency:
+        tables.update(_latency_tables(latency))
+    chaos = _load("chaos/chaos.json")
+    if chaos and "rows" in chaos:
+        tables.update(_chaos_tables(chaos))
+    tables.update(_reproduce_tables(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     written = []
     for name, text in tables.items():
         path = OUT / name
@@ -291,4 +445,11 @@ def substitutions() -> dict:
     demo = _load("demo/demo.json")
     if demo:
         subs.update(_demo_substitutions(demo))
+    latency = _load("bench_latency/bench_latency.json")
+    if latency:
+        subs.update(_latency_substitutions(latency))
+    chaos = _load("chaos/chaos.json")
+    if chaos and "rows" in chaos:
+        subs.update(_chaos_substitutions(chaos))
+    subs.update(_reproduce_substitutions(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     return subs
