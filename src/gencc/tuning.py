@@ -4,9 +4,55 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from .evaluate import evaluate
 
-__all__ = ["tune"]
+__all__ = ["tune", "search"]
+
+
+class _Memo:
+    """f with its outputs remembered by input bytes: every candidate of a search sees the same
+    coded inputs unless it changes the encoder, so f runs once per distinct coded batch."""
+
+    def __init__(self, f):
+        self.f, self.cache = f, {}
+
+    def __call__(self, X):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        key = (X.shape, X.tobytes())
+        if key not in self.cache:
+            self.cache[key] = np.asarray(self.f(X), dtype=np.float64)
+        return self.cache[key]
+
+
+def search(f, candidates, X, stragglers, *, rounds: int = 5, seed=0, metric: str = "mse") -> list:
+    """Every candidate's mean ``metric`` on the same batches and straggler draws, best first.
+
+    Parameters
+    ----------
+    f : callable
+    candidates : sequence of (params, CodingScheme)
+        ``params`` (a dict) labels the scheme in the table.
+    X : array_like, shape (n, *in_shape)
+        Inputs of f (batches of K are drawn from them).
+    stragglers : StragglerModel
+    rounds : int
+        Batches per candidate.
+    seed : int
+    metric : str
+        A metric of :class:`gencc.evaluate.Evaluation` (its mean is compared).
+
+    Returns
+    -------
+    list of (dict, float)
+        ``(params, mean metric)``, lowest first; NaN (nothing decoded) last.
+    """
+    g = _Memo(f)
+    table = [(params, evaluate(g, scheme, X, stragglers, rounds=rounds, seed=seed).mean(metric))
+             for params, scheme in candidates]
+    table.sort(key=lambda row: (row[1] != row[1], row[1]))  # NaN last
+    return table
 
 
 def tune(f, scheme, X_calib, stragglers, param_grid: dict, *, rounds: int = 5, seed=0, metric: str = "mse"):
@@ -48,11 +94,7 @@ def tune(f, scheme, X_calib, stragglers, param_grid: dict, *, rounds: int = 5, s
     if not param_grid:
         raise ValueError("param_grid must name at least one parameter to tune")
     names = list(param_grid)
-    table = []
-    for values in itertools.product(*(param_grid[n] for n in names)):
-        params = dict(zip(names, values))
-        cand = scheme.with_params(**params)
-        ev = evaluate(f, cand, X_calib, stragglers, rounds=rounds, seed=seed)
-        table.append((params, ev.mean(metric)))
-    table.sort(key=lambda row: (row[1] != row[1], row[1]))  # NaN last
+    grid = [dict(zip(names, values)) for values in itertools.product(*(param_grid[n] for n in names))]
+    table = search(f, [(params, scheme.with_params(**params)) for params in grid], X_calib, stragglers,
+                   rounds=rounds, seed=seed, metric=metric)
     return scheme.with_params(**table[0][0]), table

@@ -42,12 +42,9 @@ def encode_stacked(scheme, X, B: int) -> np.ndarray:
     coded : ndarray, shape (N, B, *in_shape)
         ``coded[n]`` is worker n's task: B coded inputs.
     """
-    K, N = scheme.n_inputs, scheme.n_workers
     X = np.asarray(X, dtype=np.float64)
-    in_shape = X.shape[1:]
-    d = int(np.prod(in_shape, dtype=np.int64))
-    Xk = X.reshape(B, K, d).transpose(1, 0, 2).reshape(K, B * d)
-    return np.ascontiguousarray(scheme.encode(Xk)).reshape((N, B, *in_shape))
+    coded = scheme.encode_many(X.reshape((B, scheme.n_inputs, *X.shape[1:])))  # (B, N, *in_shape)
+    return np.ascontiguousarray(coded.swapaxes(0, 1))
 
 
 def requests_of_inputs(inputs, K: int, B: int) -> tuple[int, ...]:

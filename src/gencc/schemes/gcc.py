@@ -37,21 +37,6 @@ RMSE_P90_FACTOR = 1.4
 _CALIB_KEYS = ("kernel", "scale", "lam_dec", "lam_enc", "enc_kernel", "enc_scale")
 
 
-class _Memo:
-    """f with its outputs remembered by input bytes: every configuration of a
-    calibration sees the same coded inputs unless it changes the encoder."""
-
-    def __init__(self, f):
-        self.f, self.cache = f, {}
-
-    def __call__(self, X):
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        key = (X.shape, X.tobytes())
-        if key not in self.cache:
-            self.cache[key] = np.asarray(self.f(X), dtype=np.float64)
-        return self.cache[key]
-
-
 def _check_lam(lam, name):
     return lam if isinstance(lam, str) and lam == "auto" else check_nonnegative(lam, name)
 
@@ -331,8 +316,8 @@ class GCC(CodingScheme):
         draw; f runs once per distinct batch (outputs are reused across
         configurations that share an encoder).
         """
-        from ..evaluate import evaluate
         from ..stragglers import StragglerModel
+        from ..tuning import search
 
         if not callable(f):
             raise TypeError(f"f must be callable, got {type(f).__name__}")
@@ -357,12 +342,7 @@ class GCC(CodingScheme):
         if not configs:
             raise ValueError("grid must hold at least one configuration")
         schemes = [self.with_params(**cfg, candidates=None) for cfg in configs]  # bad values raise here
-        g = _Memo(f)
-        table = []
-        for cfg, cand in zip(configs, schemes):
-            ev = evaluate(g, cand, X, stragglers, rounds=rounds, seed=seed)
-            table.append((cfg, ev.mean("mse")))
-        table.sort(key=lambda row: (row[1] != row[1], row[1]))  # NaN last
+        table = search(f, list(zip(configs, schemes)), X, stragglers, rounds=rounds, seed=seed)
         if table[0][1] != table[0][1]:
             raise ValueError("no configuration decoded: every draw had too few returns")
         best = self.with_params(**table[0][0], candidates=None)
