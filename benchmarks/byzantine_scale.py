@@ -1,0 +1,130 @@
+"""Byzantine workers at the scale the theory is about: N = 80-1,000, A = N/20 and N/10 liars.
+
+    python benchmarks/byzantine_scale.py --out results/byzantine_scale            # a new seed, printed
+    python benchmarks/byzantine_scale.py --seed 123 --rounds 4 --max-workers 160  # repeat a draw, smaller
+
+For each setting (function, K, N, A, attack) every method decodes the same draws
+(``gencc.evaluate(..., byzantine=...)`` at one seed: the same batches, N/20 random stragglers and
+the same liars among the returned workers). Reported per setting and method: the MSE over the
+adversary-free MSE of the plain default GCC on the same draws (both means over the draws), and,
+for methods that flag, the flag precision and recall (means over draws with a flag / with a liar).
+
+Methods: ``plain`` = ``GCC(K, N)``, no screening; ``screen`` = ``GCC(K, N, robust=True)``, the
+shipped screen (:func:`gencc.robust.screen_outliers`); ``oracle`` = the plain decode from the honest
+returned workers only (``drop_liars=True``): the floor any screen can reach. Functions: x sin x
+(d = 1) and a random two-layer tanh MLP (d = 8, m = 4), inputs drawn afresh from the seed.
+Attacks: sign flip, output x 10, random output within the honest range, a bias of one standard
+deviation per coordinate (:mod:`gencc.byzantine`).
+
+Issue 30's targets, for the reader of the table: MSE within 2x of the adversary-free decode and
+flag precision and recall >= 0.95 (sign flips and scaling) or >= 0.8 (the others).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import secrets
+import sys
+import time
+
+import numpy as np
+
+import gencc
+from gencc import byzantine as bz
+from gencc import stragglers as st
+from gencc.report import format_table, write_csv, write_json
+
+SIZES = ((8, 80), (16, 160), (40, 400), (100, 1000))  # (K, N): N/K = 10, 10, 10, 10
+ATTACKS = {"sign": lambda A: bz.SignFlip(A), "scale10": lambda A: bz.ScaledOutput(A, factor=10.0),
+           "random": lambda A: bz.RandomOutput(A), "bias": lambda A: bz.ConstantBias(A)}
+
+
+def _functions(rng):
+    W1 = rng.normal(size=(8, 16)) / math.sqrt(8)
+    W2 = rng.normal(size=(16, 4)) / 4.0
+
+    def mlp(X):
+        return np.tanh(np.asarray(X, dtype=np.float64).reshape(-1, 8) @ W1) @ W2
+
+    def xsinx(X):
+        X = np.asarray(X, dtype=np.float64)
+        return X * np.sin(X)
+
+    return {"xsinx": (xsinx, rng.uniform(-3, 3, size=(512, 1))), "mlp": (mlp, rng.uniform(-1, 1, size=(512, 8)))}
+
+
+def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = True) -> dict:
+    """Every setting's rows (one per method) for ``seed``."""
+    rng = np.random.default_rng(seed)
+    functions = _functions(rng)
+    rows = []
+    settings = [(name, K, N, A, attack) for name in functions for K, N in SIZES if N <= max_workers
+                for A in (N // 20, N // 10) for attack in ATTACKS]
+    for i, (name, K, N, A, attack) in enumerate(settings):
+        f, X = functions[name]
+        S = max(1, N // 20)
+        s_seed = int(rng.integers(2 ** 31))
+        stragglers = st.RandomStragglers(S)
+        t0 = time.perf_counter()
+        plain, robust = gencc.GCC(K, N), gencc.GCC(K, N, robust=True)
+        common = dict(rounds=rounds, seed=s_seed)
+        clean = gencc.evaluate(f, plain, X, stragglers, **common).mean("mse")
+        ev = {"plain": gencc.evaluate(f, plain, X, stragglers, byzantine=ATTACKS[attack](A), **common),
+              "screen": gencc.evaluate(f, robust, X, stragglers, byzantine=ATTACKS[attack](A), **common),
+              "oracle": gencc.evaluate(f, plain, X, stragglers, byzantine=ATTACKS[attack](A), drop_liars=True,
+                                       **common)}
+        for method, e in ev.items():
+            rows.append({"function": name, "K": K, "N": N, "A": A, "attack": attack, "method": method,
+                         "mse_over_clean": e.mean("mse") / max(clean, 1e-300),
+                         "flag_precision": e.mean("flag_precision") if method == "screen" else None,
+                         "flag_recall": e.mean("flag_recall") if method == "screen" else None,
+                         "seconds": time.perf_counter() - t0})
+        if progress:
+            r = {row["method"]: row for row in rows[-3:]}
+            print(f"[{i + 1}/{len(settings)}] {name} K={K} N={N} A={A} {attack}: plain "
+                  f"{r['plain']['mse_over_clean']:.3g}x, screen {r['screen']['mse_over_clean']:.3g}x "
+                  f"(precision {r['screen']['flag_precision']:.2f}, recall {r['screen']['flag_recall']:.2f}), "
+                  f"oracle {r['oracle']['mse_over_clean']:.3g}x ({time.perf_counter() - t0:.1f} s)",
+                  file=sys.stderr, flush=True)
+    return {"seed": seed, "rounds": rounds, "max_workers": max_workers, "rows": rows}
+
+
+def summary(res) -> list[dict]:
+    """Per N and method: median and max of MSE over clean, share of settings within 2x, mean precision and
+    recall; over the functions, A and attacks."""
+    out = []
+    for N in sorted({r["N"] for r in res["rows"]}):
+        for method in ("plain", "screen", "oracle"):
+            rs = [r for r in res["rows"] if r["N"] == N and r["method"] == method]
+            v = np.array([r["mse_over_clean"] for r in rs], dtype=np.float64)
+            prec = [r["flag_precision"] for r in rs if r["flag_precision"] is not None and r["flag_precision"] == r["flag_precision"]]
+            rec = [r["flag_recall"] for r in rs if r["flag_recall"] is not None and r["flag_recall"] == r["flag_recall"]]
+            out.append({"N": N, "method": method, "settings": len(rs), "median": float(np.median(v)),
+                        "max": float(np.max(v)), "within_2x": float(np.mean(v <= 2.0)),
+                        "precision": float(np.mean(prec)) if prec else None,
+                        "recall": float(np.mean(rec)) if rec else None})
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=None, help="repeat a run (default: a new seed, printed)")
+    ap.add_argument("--rounds", type=int, default=6, help="draws per setting")
+    ap.add_argument("--max-workers", type=int, default=1000, help="largest N")
+    ap.add_argument("--out", default="results/byzantine_scale")
+    args = ap.parse_args(argv)
+    seed = secrets.randbits(32) if args.seed is None else args.seed
+    print(f"byzantine scale study: seed {seed} (repeat with --seed {seed})", file=sys.stderr)
+    res = run(seed, args.rounds, args.max_workers)
+    res["summary"] = summary(res)
+    print(format_table(res["summary"], ["N", "method", "settings", "median", "max", "within_2x", "precision",
+                                        "recall"], title=f"Byzantine workers at scale, seed {seed}: MSE over the "
+                                                         "adversary-free decode"))
+    write_json(res, f"{args.out}/byzantine_scale.json")
+    write_csv(res["rows"], f"{args.out}/byzantine_scale.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
