@@ -11,7 +11,8 @@ for methods that flag, the flag precision and recall (means over draws with a fl
 
 Methods: ``plain`` = ``GCC(K, N)``, no screening; ``screen`` = ``GCC(K, N, robust=True)``, the
 shipped screen (:func:`gencc.robust.screen_outliers`); ``oracle`` = the plain decode from the honest
-returned workers only (``drop_liars=True``): the floor any screen can reach. Functions: x sin x
+returned workers only (``drop_liars=True``): the floor any screen can reach; ``approxifer`` =
+ApproxIFER told the true A (its Berlekamp-Welch location, then Berrut's decode). Functions: x sin x
 (d = 1) and a random two-layer tanh MLP (d = 8, m = 4), inputs drawn afresh from the seed.
 Attacks: sign flip, output x 10, random output within the honest range, a bias of one standard
 deviation per coordinate (:mod:`gencc.byzantine`).
@@ -35,6 +36,7 @@ from gencc import byzantine as bz
 from gencc import stragglers as st
 from gencc.report import format_table, write_csv, write_json
 
+METHODS = ("plain", "screen", "oracle", "approxifer")
 SIZES = ((8, 80), (16, 160), (40, 400), (100, 1000))  # (K, N): N/K = 10, 10, 10, 10
 ATTACKS = {"sign": lambda A: bz.SignFlip(A), "scale10": lambda A: bz.ScaledOutput(A, factor=10.0),
            "random": lambda A: bz.RandomOutput(A), "bias": lambda A: bz.ConstantBias(A)}
@@ -73,7 +75,9 @@ def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = Tr
         ev = {"plain": gencc.evaluate(f, plain, X, stragglers, byzantine=ATTACKS[attack](A), **common),
               "screen": gencc.evaluate(f, robust, X, stragglers, byzantine=ATTACKS[attack](A), **common),
               "oracle": gencc.evaluate(f, plain, X, stragglers, byzantine=ATTACKS[attack](A), drop_liars=True,
-                                       **common)}
+                                       **common),
+              "approxifer": gencc.evaluate(f, gencc.ApproxIFER(K, N, n_adversaries=A), X, stragglers,
+                                           byzantine=ATTACKS[attack](A), **common)}
         for method, e in ev.items():
             rows.append({"function": name, "K": K, "N": N, "A": A, "attack": attack, "method": method,
                          "mse_over_clean": e.mean("mse") / max(clean, 1e-300),
@@ -81,11 +85,12 @@ def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = Tr
                          "flag_recall": e.mean("flag_recall") if method == "screen" else None,
                          "seconds": time.perf_counter() - t0})
         if progress:
-            r = {row["method"]: row for row in rows[-3:]}
+            r = {row["method"]: row for row in rows[-len(ev):]}
             print(f"[{i + 1}/{len(settings)}] {name} K={K} N={N} A={A} {attack}: plain "
                   f"{r['plain']['mse_over_clean']:.3g}x, screen {r['screen']['mse_over_clean']:.3g}x "
                   f"(precision {r['screen']['flag_precision']:.2f}, recall {r['screen']['flag_recall']:.2f}), "
-                  f"oracle {r['oracle']['mse_over_clean']:.3g}x ({time.perf_counter() - t0:.1f} s)",
+                  f"oracle {r['oracle']['mse_over_clean']:.3g}x, ApproxIFER {r['approxifer']['mse_over_clean']:.3g}x "
+                  f"({time.perf_counter() - t0:.1f} s)",
                   file=sys.stderr, flush=True)
     return {"seed": seed, "rounds": rounds, "max_workers": max_workers, "rows": rows}
 
@@ -95,7 +100,7 @@ def summary(res) -> list[dict]:
     recall; over the functions, A and attacks."""
     out = []
     for N in sorted({r["N"] for r in res["rows"]}):
-        for method in ("plain", "screen", "oracle"):
+        for method in METHODS:
             rs = [r for r in res["rows"] if r["N"] == N and r["method"] == method]
             v = np.array([r["mse_over_clean"] for r in rs], dtype=np.float64)
             prec = [r["flag_precision"] for r in rs if r["flag_precision"] is not None and r["flag_precision"] == r["flag_precision"]]
