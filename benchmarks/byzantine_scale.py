@@ -7,7 +7,9 @@ For each setting (function, K, N, A, attack) every method decodes the same draws
 (``gencc.evaluate(..., byzantine=...)`` at one seed: the same batches, N/20 random stragglers and
 the same liars among the returned workers). Reported per setting and method: the MSE over the
 adversary-free MSE of the plain default GCC on the same draws (both means over the draws), and,
-for methods that flag, the flag precision and recall (means over draws with a flag / with a liar).
+for methods that flag, the flag precision and recall (means over draws with a flag / with a liar);
+per setting, on one draw, the separability: the liars' median deviation from their honest outputs
+over the honest outputs' median leave-one-out residual (near 1, a lie looks like honest variation).
 
 Methods: ``plain`` = ``GCC(K, N)``, no screening; ``screen`` = ``GCC(K, N, robust=True)``, the
 shipped screen (:func:`gencc.robust.screen_outliers`); ``oracle`` = the plain decode from the honest
@@ -34,6 +36,8 @@ import numpy as np
 import gencc
 from gencc import byzantine as bz
 from gencc import stragglers as st
+from gencc.kernels import Sobolev2
+from gencc.ridge import KernelRidge
 from gencc.report import format_table, write_csv, write_json
 
 METHODS = ("plain", "screen", "oracle", "approxifer")
@@ -54,6 +58,21 @@ def _functions(rng):
         return X * np.sin(X)
 
     return {"xsinx": (xsinx, rng.uniform(-3, 3, size=(512, 1))), "mlp": (mlp, rng.uniform(-1, 1, size=(512, 8)))}
+
+
+def _separability(f, X, scheme, A, attack, S, rng) -> float:
+    """On one draw: the liars' median deviation from their honest outputs over the median
+    leave-one-out residual of the honest returned outputs (a smoothing-spline fit through them,
+    the fit a screen tests against). Near 1 or below, a lie looks like honest variation."""
+    K, N = scheme.n_inputs, scheme.n_workers
+    Y = f(scheme.encode(X[rng.choice(X.shape[0], size=K, replace=False)])).reshape(N, -1)
+    ret = np.sort(rng.choice(N, size=N - S, replace=False))
+    lied, liars = attack(A).attack(Y[ret], ret, rng=rng, points=scheme.beta[ret])
+    order = np.argsort(scheme.beta[ret])
+    loo = KernelRidge(Sobolev2(), 1e-8).fit(scheme.beta[ret][order], Y[ret][order]).loo_residuals_
+    bad = np.isin(ret, liars)
+    dev = np.abs(lied.reshape(ret.size, -1)[bad] - Y[ret][bad])
+    return float(np.median(dev) / max(float(np.median(np.abs(loo))), 1e-300))
 
 
 def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = True) -> dict:
@@ -78,12 +97,13 @@ def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = Tr
                                        **common),
               "approxifer": gencc.evaluate(f, gencc.ApproxIFER(K, N, n_adversaries=A), X, stragglers,
                                            byzantine=ATTACKS[attack](A), **common)}
+        separability = _separability(f, X, plain, A, ATTACKS[attack], S, np.random.default_rng(s_seed))
         for method, e in ev.items():
             rows.append({"function": name, "K": K, "N": N, "A": A, "attack": attack, "method": method,
                          "mse_over_clean": e.mean("mse") / max(clean, 1e-300),
                          "flag_precision": e.mean("flag_precision") if method == "screen" else None,
                          "flag_recall": e.mean("flag_recall") if method == "screen" else None,
-                         "seconds": time.perf_counter() - t0})
+                         "separability": separability, "seconds": time.perf_counter() - t0})
         if progress:
             r = {row["method"]: row for row in rows[-len(ev):]}
             print(f"[{i + 1}/{len(settings)}] {name} K={K} N={N} A={A} {attack}: plain "
@@ -105,7 +125,9 @@ def summary(res) -> list[dict]:
             v = np.array([r["mse_over_clean"] for r in rs], dtype=np.float64)
             prec = [r["flag_precision"] for r in rs if r["flag_precision"] is not None and r["flag_precision"] == r["flag_precision"]]
             rec = [r["flag_recall"] for r in rs if r["flag_recall"] is not None and r["flag_recall"] == r["flag_recall"]]
+            sep = [r["separability"] for r in rs]
             out.append({"N": N, "method": method, "settings": len(rs), "median": float(np.median(v)),
+                        "separability": float(np.median(sep)),
                         "max": float(np.max(v)), "within_2x": float(np.mean(v <= 2.0)),
                         "precision": float(np.mean(prec)) if prec else None,
                         "recall": float(np.mean(rec)) if rec else None})
