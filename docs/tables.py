@@ -356,6 +356,26 @@ def _chaos_substitutions(res) -> dict:
             "chaos_failed": "; ".join(f"{r['backend']}: {r['failed_batches']}" for r in rows)}
 
 
+def _byzantine_scale_tables(res) -> dict:
+    spec = [("N", "N", 0), ("method", "method", 0), ("settings", "settings", 0),
+            ("MSE / adversary-free: median", lambda r: _x(r["median"]), 0), ("max", lambda r: _x(r["max"]), 0),
+            ("within 2x", lambda r: _pct(r["within_2x"]), 0),
+            ("flag precision", lambda r: "-" if r["precision"] is None else f"{r['precision']:.2f}", 0),
+            ("flag recall", lambda r: "-" if r["recall"] is None else f"{r['recall']:.2f}", 0)]
+    rows = res["rows"]
+    screen = [r for r in rows if r["method"] == "screen"]
+    by_attack = []
+    for attack in dict.fromkeys(r["attack"] for r in screen):
+        for N in sorted({r["N"] for r in screen}):
+            rs = [r for r in screen if r["attack"] == attack and r["N"] == N]
+            rec = [r["flag_recall"] for r in rs if r["flag_recall"] is not None and r["flag_recall"] == r["flag_recall"]]
+            by_attack.append([attack, N, f"{sum(rec) / len(rec):.2f}" if rec else "-",
+                              _x(sorted(r["mse_over_clean"] for r in rs)[len(rs) // 2])])
+    return {"byzantine_scale.md": _columns(res["summary"], spec),
+            "byzantine_scale_attacks.md": _table(["attack", "N", "screen's recall (mean)", "screen's MSE / clean (median)"],
+                                                 by_attack)}
+
+
 def write() -> list[Path]:
     OUT.mkdir(exist_ok=True)
     tables = {}
@@ -377,6 +397,9 @@ def write() -> list[Path]:
     chaos = _load("chaos/chaos.json")
     if chaos and "rows" in chaos:
         tables.update(_chaos_tables(chaos))
+    scale = _load("byzantine_scale/byzantine_scale.json")
+    if scale:
+        tables.update(_byzantine_scale_tables(scale))
     tables.update(_reproduce_tables(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     written = []
     for name, text in tables.items():
@@ -451,5 +474,14 @@ def substitutions() -> dict:
     chaos = _load("chaos/chaos.json")
     if chaos and "rows" in chaos:
         subs.update(_chaos_substitutions(chaos))
+    scale = _load("byzantine_scale/byzantine_scale.json")
+    if scale:
+        prov = scale.get("provenance", {})
+        sep = {r["N"]: r.get("separability") for r in scale["summary"] if r["method"] == "plain"}
+        subs["bzscale_separability"] = ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())
+                                                 if v is not None) or "-"
+        subs.update({"bzscale_seed": str(scale["seed"]), "bzscale_rounds": str(scale["rounds"]),
+                     "bzscale_date": prov.get("date", "unknown")[:10],
+                     "bzscale_commit": (prov.get("commit") or "unknown")[:7]})
     subs.update(_reproduce_substitutions(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     return subs
