@@ -376,6 +376,76 @@ def _byzantine_scale_tables(res) -> dict:
                                                  by_attack)}
 
 
+def _byzantine_scale_substitutions(res) -> dict:
+    prov = res.get("provenance", {})
+    sep = {r["N"]: r.get("separability") for r in res["summary"] if r["method"] == "plain"}
+    return {"bzscale_separability": ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())
+                                              if v is not None) or "-",
+            "bzscale_seed": str(res["seed"]), "bzscale_rounds": str(res["rounds"]),
+            "bzscale_date": prov.get("date", "unknown")[:10], "bzscale_commit": (prov.get("commit") or "unknown")[:7]}
+
+
+CODEC_SCHEMES = {"gcc": "gcc (default)", "gcc-fixed": "gcc-fixed", "letcc": "letcc", "bacc": "bacc"}
+
+
+def _codec_rows(res, n_from=256):
+    ref = {r["N"]: r for r in res["reference"]}
+    return ref, [r for r in res["rows"] if r["N"] >= n_from and r["scheme"] in CODEC_SCHEMES]
+
+
+def _codec_tables(res) -> dict:
+    ref, rows = _codec_rows(res)
+
+    def x(key):
+        return lambda r: "skipped" if r.get(key) is None else f"{r[key]:.3g}"
+
+    spec = [("N", "N", 0), ("matmul dec (s)", lambda r: f"{ref[r['N']]['matmul_dec_s']:.3g}", 0),
+            ("scheme", lambda r: CODEC_SCHEMES[r["scheme"]], 0), ("cold (s)", x("decode_cold_s"), 0),
+            ("cold / matmul", x("decode_cold_x"), 0), ("cached / matmul", x("decode_cached_x"), 0),
+            ("with info", x("decode_info_x"), 0), ("many", x("decode_many_x"), 0),
+            ("encode / matmul", x("encode_x"), 0), ("cached / MLP", x("decode_over_dnn"), 0)]
+    return {"codec.md": _columns(rows, spec)}
+
+
+def _codec_substitutions(res) -> dict:
+    ref, rows = _codec_rows(res)
+    slope = {(r["scheme"], r["op"]): r["slope"] for r in res["slopes"]}
+    by = {(r["scheme"], r["N"]): r for r in rows}
+    Ns = sorted({r["N"] for r in rows})
+    n1000 = min(Ns, key=lambda n: abs(n - 1000))
+    gcc_cold = [(n, by["gcc", n]["decode_cold_x"]) for n in Ns if ("gcc", n) in by and by["gcc", n].get("decode_cold_x")]
+    within10 = [n for n, v in gcc_cold if v <= 10]
+    enc = [r["encode_x"] for r in rows if r.get("encode_x") is not None]
+    fixed_first = {n: [by[s, n]["decode_cold_x"] for s in ("gcc-fixed", "letcc") if (s, n) in by
+                       and by[s, n].get("decode_cold_x") is not None] for n in Ns}
+    fixed_ok = [n for n, v in fixed_first.items() if v and max(v) <= 3]
+    prov = res.get("provenance", {})
+    return {
+        "codec_date": prov.get("date", "unknown")[:10], "codec_commit": (prov.get("commit") or "unknown")[:7],
+        "codec_n1000": f"{n1000:,}", "codec_gcc_ms_1000": f"{1e3 * by['gcc', n1000]['decode_cold_s']:.1f} ms",
+        "codec_slopes": (f"GCC's default decode {slope['gcc', 'decode_cold']:.2f}, fixed-kernel GCC "
+                         f"{slope['gcc-fixed', 'decode_cold']:.2f} and LeTCC {slope['letcc', 'decode_cold']:.2f} "
+                         f"(first decodes), against {slope['reference', 'matmul_dec']:.2f} for the reference "
+                         f"product and {slope['reference', 'dnn']:.2f} for the MLP"),
+        "codec_encode_max": f"{max(enc):.2g}x" if enc else "-",
+        "codec_gcc_ratios": ", ".join(f"{v:.3g}x at {n:,}" for n, v in gcc_cold),
+        "codec_gcc_within10_from": f"{min(within10):,}" if within10 else "no N measured",
+        "codec_fixed_first": ", ".join(f"{max(v):.2g}x at {n:,}" for n, v in fixed_first.items() if v),
+        "codec_fixed_ok_from": f"{min(fixed_ok):,}" if fixed_ok else "no N measured",
+    }
+
+
+# studies of one result file: (its path under results/, its tables, its quoted figures)
+SINGLE_FILE_STUDIES = [
+    ("bench_overhead/overhead.json", _overhead_tables, _overhead_substitutions),
+    ("demo/demo.json", _demo_tables, _demo_substitutions),
+    ("bench_latency/bench_latency.json", _latency_tables, _latency_substitutions),
+    ("chaos/chaos.json", _chaos_tables, _chaos_substitutions),
+    ("byzantine_scale/byzantine_scale.json", _byzantine_scale_tables, _byzantine_scale_substitutions),
+    ("bench_codec/bench_codec.json", _codec_tables, _codec_substitutions),
+]
+
+
 def write() -> list[Path]:
     OUT.mkdir(exist_ok=True)
     tables = {}
@@ -385,21 +455,10 @@ def write() -> list[Path]:
     res, drift = _load("self_calibration/selfcal.json"), _load("self_calibration/drift.json")
     if res:
         tables.update(_selfcal_tables(res, drift))
-    overhead = _load("bench_overhead/overhead.json")
-    if overhead:
-        tables.update(_overhead_tables(overhead))
-    demo = _load("demo/demo.json")
-    if demo:
-        tables.update(_demo_tables(demo))
-    latency = _load("bench_latency/bench_latency.json")
-    if latency:
-        tables.update(_latency_tables(latency))
-    chaos = _load("chaos/chaos.json")
-    if chaos and "rows" in chaos:
-        tables.update(_chaos_tables(chaos))
-    scale = _load("byzantine_scale/byzantine_scale.json")
-    if scale:
-        tables.update(_byzantine_scale_tables(scale))
+    for rel, make, _ in SINGLE_FILE_STUDIES:
+        res = _load(rel)
+        if res:
+            tables.update(make(res))
     tables.update(_reproduce_tables(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     written = []
     for name, text in tables.items():
@@ -462,26 +521,9 @@ def substitutions() -> dict:
                      "drift_switches": "; ".join(f"after {s['batches']} batches to `{s['to']}` "
                                                  f"(measured {s['mse_ratio']:.2f}x the decoder it replaced)"
                                                  for s in drift["switches"]) or "none"})
-    overhead = _load("bench_overhead/overhead.json")
-    if overhead:
-        subs.update(_overhead_substitutions(overhead))
-    demo = _load("demo/demo.json")
-    if demo:
-        subs.update(_demo_substitutions(demo))
-    latency = _load("bench_latency/bench_latency.json")
-    if latency:
-        subs.update(_latency_substitutions(latency))
-    chaos = _load("chaos/chaos.json")
-    if chaos and "rows" in chaos:
-        subs.update(_chaos_substitutions(chaos))
-    scale = _load("byzantine_scale/byzantine_scale.json")
-    if scale:
-        prov = scale.get("provenance", {})
-        sep = {r["N"]: r.get("separability") for r in scale["summary"] if r["method"] == "plain"}
-        subs["bzscale_separability"] = ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())
-                                                 if v is not None) or "-"
-        subs.update({"bzscale_seed": str(scale["seed"]), "bzscale_rounds": str(scale["rounds"]),
-                     "bzscale_date": prov.get("date", "unknown")[:10],
-                     "bzscale_commit": (prov.get("commit") or "unknown")[:7]})
+    for rel, _, make in SINGLE_FILE_STUDIES:
+        res = _load(rel)
+        if res:
+            subs.update(make(res))
     subs.update(_reproduce_substitutions(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     return subs
