@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from .errors import InsufficientReturnsError
+from .errors import InsufficientReturnsError, InvalidInputError
 
 
 def check_int(value, name: str, *, minimum: int = 1) -> int:
@@ -159,3 +159,51 @@ def rng_from(seed) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(seed)
+
+
+def check_stack(Y, name: str, n_rows: int, what: str):
+    """Check a stack of batches, shape (B, n_rows, *item_shape); return (B, n_rows, p) and item_shape."""
+    if np.iscomplexobj(Y):
+        raise TypeError(f"{name} must be real; got a complex array (its imaginary part would be lost)")
+    try:
+        arr = np.asarray(Y, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(Y).__name__}: {exc}") from None
+    if arr.ndim < 2 or arr.shape[1] != n_rows:
+        hint = (f"; shape ({n_rows}, ...) is one batch: pass {name}[None] or use the single-batch method"
+                if arr.ndim >= 1 and arr.shape[0] == n_rows else "")
+        raise ValueError(f"{name} must have shape (B, {n_rows}, ...): B batches of {n_rows} {what}, "
+                         f"got shape {arr.shape}{hint}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least one batch, got shape {arr.shape}")
+    B = arr.shape[0]
+    flat, item = check_batch(arr.reshape(B * n_rows, *arr.shape[2:]), name)
+    return flat.reshape(B, n_rows, -1), item
+
+
+def check_input(x, index, in_shape):
+    """One input as a float64 copy of its own, with its shape, or an InvalidInputError naming it.
+
+    The copy is the executor's snapshot of the input at the moment it is
+    accepted: a caller may refill or free ``x`` as soon as this returns.
+
+    Parameters
+    ----------
+    x : array_like
+    index : int
+        The input's position in its stream (named in the error).
+    in_shape : tuple or None
+        The shape every input must have (None: any).
+    """
+    if np.iscomplexobj(x):
+        raise InvalidInputError(f"input {index} is complex; f is computed on real inputs", index=index)
+    try:
+        arr = np.array(x, dtype=np.float64)  # a copy, whatever x is (an ndarray, a view, a tensor)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"input {index} is not a numeric array: {exc}", index=index) from None
+    if in_shape is not None and arr.shape != in_shape:
+        raise InvalidInputError(f"input {index} has shape {arr.shape}, expected {in_shape} like the "
+                                f"first input", index=index)
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"input {index} contains NaN or Inf", index=index)
+    return arr, arr.shape

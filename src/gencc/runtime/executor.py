@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import check_batch, check_choice, check_int, check_nonnegative
+from .._validation import check_batch, check_choice, check_input, check_int, check_nonnegative
 from ..errors import (BatchFailedError, ErrorBoundExceededError, InsufficientReturnsError, InvalidInputError,
                       MissingOutputsError)
 from ..schemes.base import CodingScheme
@@ -32,7 +32,7 @@ from .futures import CallbackFuture, when_done
 from .calibrator import BackgroundCalibrator
 from .microbatch import decode_stacked, encode_stacked
 from .request import RequestFuture
-from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor, check_input
+from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor
 
 __all__ = ["CodedExecutor"]
 

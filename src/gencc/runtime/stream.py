@@ -19,12 +19,12 @@ from concurrent.futures import CancelledError, Future
 
 import numpy as np
 
-from .._validation import check_nonnegative
+from .._validation import check_input, check_nonnegative
 from ..errors import ErrorBoundExceededError, InvalidInputError, MissingOutputsError
 from .futures import CallbackThread, when_done
 from .request import AnswerInfo, RequestFuture
 
-__all__ = ["ColumnBatcher", "RequestBatcher", "StreamingExecutor", "check_input", "column_due", "column_row", "due",
+__all__ = ["ColumnBatcher", "RequestBatcher", "StreamingExecutor", "column_due", "column_row", "due",
            "padded_rows"]
 
 log = logging.getLogger("gencc.runtime")
@@ -475,34 +475,6 @@ def _resolve(batch_future: Future, futures: list[RequestFuture]):
             fut.answer(res.output(i), res.answer_info(i))
         except (MissingOutputsError, ErrorBoundExceededError) as exc:
             fut.fail(exc)
-
-
-def check_input(x, index, in_shape):
-    """One input as a float64 copy of its own, with its shape, or an InvalidInputError naming it.
-
-    The copy is the executor's snapshot of the input at the moment it is
-    accepted: a caller may refill or free ``x`` as soon as this returns.
-
-    Parameters
-    ----------
-    x : array_like
-    index : int
-        The input's position in its stream (named in the error).
-    in_shape : tuple or None
-        The shape every input must have (None: any).
-    """
-    if np.iscomplexobj(x):
-        raise InvalidInputError(f"input {index} is complex; f is computed on real inputs", index=index)
-    try:
-        arr = np.array(x, dtype=np.float64)  # a copy, whatever x is (an ndarray, a view, a tensor)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"input {index} is not a numeric array: {exc}", index=index) from None
-    if in_shape is not None and arr.shape != in_shape:
-        raise InvalidInputError(f"input {index} has shape {arr.shape}, expected {in_shape} like the "
-                                f"first input", index=index)
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError(f"input {index} contains NaN or Inf", index=index)
-    return arr, arr.shape
 
 
 class StreamingExecutor:

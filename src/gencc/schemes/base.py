@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_batch, check_int, check_returned, require_returns
+from .._validation import check_batch, check_int, check_returned, check_stack, require_returns
 from ..points import make_points, systematic_points
 from ._cache import DEFAULT_DECODER_CACHE, DEFAULT_DECODER_CACHE_BYTES, CacheInfo, DecoderCache, DecoderEntry
 
@@ -31,26 +31,6 @@ def _row_blocks(n_rows: int, n_cols: int):
     """Slices of [0, n_rows) whose (rows, n_cols) block holds at most _BLOCK_ELEMENTS elements."""
     step = max(1, _BLOCK_ELEMENTS // max(n_cols, 1))
     return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
-
-
-def _check_many(Y, name: str, n_rows: int, what: str):
-    """Check a stack of batches, shape (B, n_rows, *item_shape); return (B, n_rows, p) and item_shape."""
-    if np.iscomplexobj(Y):
-        raise TypeError(f"{name} must be real; got a complex array (its imaginary part would be lost)")
-    try:
-        arr = np.asarray(Y, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric array, got {type(Y).__name__}: {exc}") from None
-    if arr.ndim < 2 or arr.shape[1] != n_rows:
-        hint = (f"; shape ({n_rows}, ...) is one batch: pass {name}[None] or use the single-batch method"
-                if arr.ndim >= 1 and arr.shape[0] == n_rows else "")
-        raise ValueError(f"{name} must have shape (B, {n_rows}, ...): B batches of {n_rows} {what}, "
-                         f"got shape {arr.shape}{hint}")
-    if arr.shape[0] == 0:
-        raise ValueError(f"{name} must hold at least one batch, got shape {arr.shape}")
-    B = arr.shape[0]
-    flat, item = check_batch(arr.reshape(B * n_rows, *arr.shape[2:]), name)
-    return flat.reshape(B, n_rows, -1), item
 
 
 def _stack_columns(Y3):
@@ -433,7 +413,7 @@ class CodingScheme:
         coded : ndarray, shape (B, N, *in_shape)
             ``coded[b]`` equals ``encode(X[b])`` up to round-off.
         """
-        X3, shape = _check_many(X, "X", self.n_inputs, "inputs")
+        X3, shape = check_stack(X, "X", self.n_inputs, "inputs")
         B = X3.shape[0]
         C = self._encode2(_stack_columns(X3))
         return _unstack_columns(C, B).reshape((B, self.n_workers, *shape))
@@ -613,7 +593,7 @@ class CodingScheme:
 
     def _decode_joint(self, Y, returned):
         idx = check_returned(returned, self.n_workers)
-        Y3, shape = _check_many(Y, "Y", idx.size, "worker outputs (one per returned worker)")
+        Y3, shape = check_stack(Y, "Y", idx.size, "worker outputs (one per returned worker)")
         B = Y3.shape[0]
         idx, order, _, _ = self._prepare(None, idx)
         est, _ = self._decode2(idx, order, _stack_columns(Y3), False)
@@ -621,7 +601,7 @@ class CodingScheme:
 
     def _decode_many(self, Y, returned, want_info):
         idx = check_returned(returned, self.n_workers)
-        Y3, shape = _check_many(Y, "Y", idx.size, "worker outputs (one per returned worker)")
+        Y3, shape = check_stack(Y, "Y", idx.size, "worker outputs (one per returned worker)")
         B, K = Y3.shape[0], self.n_inputs
         if not self._joint_many:
             return [self._decode(y.reshape((idx.size, *shape)), idx, want_info) for y in Y3]
