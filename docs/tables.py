@@ -542,7 +542,9 @@ def substitutions() -> dict:
                      "selector_vs_letcc_p90": _x(by["gcc", "letcc"]["p90"]),
                      "selector_vs_bacc_median": _x(by["gcc", "bacc"]["median"], 2),
                      "selector_vs_bacc_p90": _x(by["gcc", "bacc"]["p90"]),
-                     "selector_worst_pattern": worst["pattern"], "selector_worst_pattern_p90": _x(worst["p90"], 2)})
+                     "selector_worst_pattern": worst["pattern"], "selector_worst_pattern_p90": _x(worst["p90"], 2),
+                     "selector_coverage": _span([100 * c["covered"] for c in sel["coverage"] if c["family"] != "all"
+                                                 and c["covered"] == c["covered"]], "{:.0f}%")})
         subs.update({"selector_seed": str(sel["seed"]), "selector_settings": str(sel["n_settings"]),
                      "selector_rounds": str(sel["rounds"]), "selector_max_workers": str(sel["max_workers"]),
                      "selector_date": sel.get("provenance", {}).get("date", "unknown")[:10]})
