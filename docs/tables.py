@@ -29,6 +29,12 @@ def _x(v, digits=3) -> str:
     return f"{float(f'{v:.{digits}g}'):g}x"
 
 
+def _stamp(res, prefix: str) -> dict:
+    """``{prefix}_date`` and ``{prefix}_commit`` of a result's provenance."""
+    prov = res.get("provenance", {})
+    return {f"{prefix}_date": prov.get("date", "unknown")[:10], f"{prefix}_commit": (prov.get("commit") or "unknown")[:7]}
+
+
 def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:.0f}%"
 
@@ -70,6 +76,10 @@ def _selector_tables(res) -> dict:
             [[c["family"], f"{c['inputs']:,}", _pct(c["covered"]), f"{c['ratio_p50']:.2f}", f"{c['ratio_p90']:.2f}"]
              for c in res["coverage"]]),
     }
+
+
+def _g(x, spec=".3g") -> str:
+    return "-" if x is None else format(x, spec)
 
 
 def _num(v, digits=2) -> str:
@@ -118,8 +128,7 @@ def _overhead_substitutions(res) -> dict:
     threads = [r for r in b64 if r["backend"] == "threads"]
     by = {(r["backend"], r["scheme"], r["B"]): r for r in gencc}
     subs = {
-        "overhead_date": res.get("provenance", {}).get("date", "unknown")[:10],
-        "overhead_commit": (res.get("provenance", {}).get("commit") or "unknown")[:7],
+        **_stamp(res, "overhead"),
         "overhead_B": str(best["B"]), "overhead_best": f"{best['own/f']:.2f}",
         "overhead_best_where": f"{best['backend']}, {best['scheme']}",
         "overhead_best_wall": f"{best['wall_ms']:.1f} ms", "overhead_f": f"{best['f_ms']:.2f} ms",
@@ -171,7 +180,6 @@ def _span(values, fmt="{:.3f}") -> str:
 
 def _demo_substitutions(res) -> dict:
     rows = res["rows"]
-    prov = res.get("provenance", {})
     coded = [r for r in rows if r["scheme"] in CODES]
     extras = sorted({r["extra"] for r in coded})
     # replication wins at E when it answers every input exactly with a p95 and p99 within 5% of
@@ -201,7 +209,7 @@ def _demo_substitutions(res) -> dict:
     parm = [r for r in coded if r["scheme"] == "parm"]
     cut = [r for r in rows if r["scheme"] != "uncoded" and r["p95_vs_uncoded"] < 0.5]
     return {
-        "demo_date": prov.get("date", "unknown")[:10], "demo_commit": (prov.get("commit") or "unknown")[:7],
+        **_stamp(res, "demo"),
         "demo_seed": str(res["settings"]["seed"]), "demo_verdict": verdict,
         "demo_first_E": str(first), "demo_plain_first": _span(plain), "demo_plain_later": _span(later) if later else "-",
         "demo_systematic": _span([r["agreement_with_f"] for r in sys_rows]) if sys_rows else "-",
@@ -226,9 +234,9 @@ def _latency_substitutions(res) -> dict:
     by = {r["run"]: r for r in res["rows"]}
     codes = [r for r in res["rows"] if r["run"] in ("gcc", "bacc", "letcc")]
     ranked = sorted(codes, key=lambda r: -r["agreement"])
-    o, prov, st = res["overhead"], res.get("provenance", {}), res["settings"]
+    o, st = res["overhead"], res["settings"]
     return {
-        "latency_date": prov.get("date", "unknown")[:10], "latency_commit": (prov.get("commit") or "unknown")[:7],
+        **_stamp(res, "latency"),
         "latency_batches": str(st["batches"]), "latency_model": f"`{st['latency_model']}`",
         "latency_f_ms": f"{o['direct_f_ms_per_batch']:.2f} ms", "latency_map_ms": f"{o['gcc_map_ms_per_batch']:.2f} ms",
         "latency_overhead": f"{o['ratio']:.0f}x",
@@ -244,8 +252,16 @@ def _latency_substitutions(res) -> dict:
     }
 
 
-def _g(x, spec=".3g") -> str:
-    return "-" if x is None else format(x, spec)
+def _dnn_cells(dnn) -> dict:
+    """The dnn sweep's rows by cell: (workload, N, K, S) -> scheme -> row."""
+    by = {}
+    for r in dnn["rows"]:
+        by.setdefault((r["workload"], r["N"], r["K"], r["S"]), {})[r["scheme"]] = r
+    return by
+
+
+def _dnn_metric(cell) -> str:
+    return "cosine" if cell["gcc"].get("cosine") is not None else "accuracy"
 
 
 def _reproduce_tables(summary, dnn) -> dict:
@@ -260,12 +276,9 @@ def _reproduce_tables(summary, dnn) -> dict:
             rows += [[k] + [_g(v.get(sc), ".2f") for sc in ("gcc", "letcc", "bacc", "lcc")] for k, v in by.items()]
         out["reproduce_slopes.md"] = _table(["sweep", "GCC", "LeTCC", "BACC", "LCC"], rows)
     if dnn:
-        by = {}
-        for r in dnn["rows"]:
-            by.setdefault((r["workload"], r["N"], r["K"], r["S"]), {})[r["scheme"]] = r
         codes, rows, oracle = ("gcc", "letcc", "bacc", "lcc"), [], []
-        for (w, N, K, S), v in by.items():
-            metric = "cosine" if v["gcc"].get("cosine") is not None else "accuracy"
+        for (w, N, K, S), v in _dnn_cells(dnn).items():
+            metric = _dnn_metric(v)
             best = min((c for c in codes if c in v), key=lambda c: v[c]["rmse"])
             err = [("**{}**" if c == best else "{}").format(_g(v[c]["rmse"], ".3f")) if c in v else "-" for c in codes]
             acc = [_g(v[c].get(metric), ".3f") if c in v else "-" for c in (*codes, "replication")]
@@ -294,17 +307,14 @@ def _reproduce_substitutions(summary, dnn) -> dict:
                if r["scheme"] == "gcc"]
         subs["reproduce_gcc_slopes"] = _span(gcc, "{:.1f}") if gcc else "-"
     if dnn:
-        by = {}
-        for r in dnn["rows"]:
-            by.setdefault((r["workload"], r["N"], r["K"], r["S"]), {})[r["scheme"]] = r
+        by = _dnn_cells(dnn)
         cells = [v for v in by.values() if "gcc-oracle" in v]
         default = [v["gcc"]["mse"] / v["gcc-oracle"]["mse"] for v in cells]
         cal = [v["gcc-cal"]["mse"] / v["gcc-oracle"]["mse"] for v in cells if "gcc-cal" in v]
         bacc = [v["gcc"]["mse"] / v["bacc"]["mse"] for v in by.values() if "bacc" in v]
         letcc = {k: v["gcc"]["mse"] / v["letcc"]["mse"] for k, v in by.items() if "letcc" in v}
-        metric = lambda v: "cosine" if v["gcc"].get("cosine") is not None else "accuracy"  # noqa: E731
         rep_wins = [k for k, v in by.items() if "replication" in v and all(
-            v["replication"][metric(v)] > v[c][metric(v)] for c in ("gcc", "letcc", "bacc", "lcc") if c in v)]
+            v["replication"][_dnn_metric(v)] > v[c][_dnn_metric(v)] for c in ("gcc", "letcc", "bacc", "lcc") if c in v)]
         subs.update({
             "dnn_settings": str(len(by)), "dnn_default_oracle": _span(default, "{:.2f}x") if default else "-",
             "dnn_calibrated_oracle": _span(cal, "{:.2f}x") if cal else "-",
@@ -335,7 +345,7 @@ def _chaos_tables(res) -> dict:
 
 
 def _chaos_substitutions(res) -> dict:
-    rows, prov = res["rows"], res.get("provenance", {})
+    rows = res["rows"]
     floor = min(r["trusted_returns"] for r in rows)
     verdict = []
     lost = sum(r["lost"] for r in rows)
@@ -348,8 +358,7 @@ def _chaos_substitutions(res) -> dict:
     left = [r["backend"] for r in rows if r["pids_left"]]
     verdict.append("every worker process (the SIGSTOPped ones included) was gone after shutdown" if not left
                    else f"**worker processes were left on {', '.join(left)}**")
-    return {"chaos_date": prov.get("date", "unknown")[:10], "chaos_commit": (prov.get("commit") or "unknown")[:7],
-            "chaos_verdict": "; ".join(verdict),
+    return {**_stamp(res, "chaos"), "chaos_verdict": "; ".join(verdict),
             "chaos_disagreement": "; ".join(
                 f"{r['backend']}: {r['disagreement_rate']:.3f} against {r['same_returns_disagreement_rate']:.3f}"
                 for r in rows),
@@ -377,12 +386,11 @@ def _byzantine_scale_tables(res) -> dict:
 
 
 def _byzantine_scale_substitutions(res) -> dict:
-    prov = res.get("provenance", {})
     sep = {r["N"]: r.get("separability") for r in res["summary"] if r["method"] == "plain"}
     return {"bzscale_separability": ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())
                                               if v is not None) or "-",
             "bzscale_seed": str(res["seed"]), "bzscale_rounds": str(res["rounds"]),
-            "bzscale_date": prov.get("date", "unknown")[:10], "bzscale_commit": (prov.get("commit") or "unknown")[:7]}
+            **_stamp(res, "bzscale")}
 
 
 CODEC_SCHEMES = {"gcc": "gcc (default)", "gcc-fixed": "gcc-fixed", "letcc": "letcc", "bacc": "bacc"}
@@ -419,9 +427,8 @@ def _codec_substitutions(res) -> dict:
     fixed_first = {n: [by[s, n]["decode_cold_x"] for s in ("gcc-fixed", "letcc") if (s, n) in by
                        and by[s, n].get("decode_cold_x") is not None] for n in Ns}
     fixed_ok = [n for n, v in fixed_first.items() if v and max(v) <= 3]
-    prov = res.get("provenance", {})
     return {
-        "codec_date": prov.get("date", "unknown")[:10], "codec_commit": (prov.get("commit") or "unknown")[:7],
+        **_stamp(res, "codec"),
         "codec_n1000": f"{n1000:,}", "codec_gcc_ms_1000": f"{1e3 * by['gcc', n1000]['decode_cold_s']:.1f} ms",
         "codec_slopes": (f"GCC's default decode {slope['gcc', 'decode_cold']:.2f}, fixed-kernel GCC "
                          f"{slope['gcc-fixed', 'decode_cold']:.2f} and LeTCC {slope['letcc', 'decode_cold']:.2f} "
@@ -547,7 +554,7 @@ def substitutions() -> dict:
                                                  and c["covered"] == c["covered"]], "{:.0f}%")})
         subs.update({"selector_seed": str(sel["seed"]), "selector_settings": str(sel["n_settings"]),
                      "selector_rounds": str(sel["rounds"]), "selector_max_workers": str(sel["max_workers"]),
-                     "selector_date": sel.get("provenance", {}).get("date", "unknown")[:10]})
+                     **_stamp(sel, "selector")})
     if drift:
         subs.update({"drift_seed": str(drift["seed"]), "drift_K": str(drift["K"]), "drift_N": str(drift["N"]),
                      "drift_stragglers": drift["stragglers"], "drift_f1": drift["functions"][0],

@@ -108,14 +108,13 @@ def _run_bench_selector(args) -> int:
     from pathlib import Path
 
     from .experiments.selector_bench import plot, report, run_selector_bench
-    from .report import provenance, write_csv, write_json
+    from .report import write_csv, write_json
 
     if args.settings < 1 or args.rounds < 1:
         raise ValueError(f"--settings and --rounds must be >= 1, got {args.settings} and {args.rounds}")
     seed = _fresh_seed(args.seed, f"selector bench: {args.settings} settings")
     res = run_selector_bench(args.settings, seed=seed, rounds=args.rounds, max_workers=args.max_workers,
                              progress=True)
-    res["provenance"] = provenance()
     print(report(res))
     for row in res["rows"]:  # the raw per-input ratios are summarised in each row's coverage
         row.pop("error_ratios", None)
@@ -132,7 +131,7 @@ def _run_bench_selfcal(args) -> int:
     from pathlib import Path
 
     from .experiments.self_calibration_bench import plot, plot_drift, report, run_drift, run_self_calibration_bench
-    from .report import provenance, write_csv, write_json
+    from .report import write_csv, write_json
 
     if args.settings < 1 or args.batches < 4 or args.drift_batches < 4:
         raise ValueError(f"--settings must be >= 1 and --batches, --drift-batches >= 4, got {args.settings}, "
@@ -141,7 +140,6 @@ def _run_bench_selfcal(args) -> int:
     res = run_self_calibration_bench(args.settings, seed=seed, batches=args.batches, max_workers=args.max_workers,
                                      progress=True)
     drift = run_drift(seed=seed, batches=args.drift_batches)
-    res["provenance"] = drift["provenance"] = provenance()
     print(report(res, drift))
     out = Path(args.out)
     flat = [{**r["setting"], "oracle": r["oracle"], "oracle_mse": r["oracle_mse"],

@@ -533,7 +533,10 @@ class KernelRidge:
         """
         self._check_params()
         t = check_points(t, "t")
-        Y = check_targets(Y, t.size)
+        return self._fit(t, check_targets(Y, t.size))
+
+    def _fit(self, t, Y) -> "KernelRidge":
+        """:meth:`fit` on arguments already checked (t a finite vector, Y finite with t.size rows)."""
         Y2 = Y.reshape(t.size, -1)
         if _use_fast(self.kernel, t, self.solver):
             sol, name = _FastSolver(t, Y2).solve(self.kernel, self.lam), "fast"
@@ -613,13 +616,13 @@ class KernelRidge:
         n = t.size
         fit = KernelRidge(self.kernel, self.lam, solver=self.solver)
         if not _use_fast(self.kernel, t, self.solver):
-            return fit.fit(t, np.eye(n)).predict(s)
+            return fit._fit(t, np.eye(n))._sol.predict(s)
         step = max(1, int(_FAST_BATCH_BYTES // (100.0 * n)))  # ~100 bytes per node and column
         out = np.empty((s.size, n))
         for j in range(0, n, step):
             cols = np.zeros((n, min(step, n - j)))
             cols[np.arange(j, j + cols.shape[1]), np.arange(cols.shape[1])] = 1.0
-            out[:, j : j + cols.shape[1]] = fit.fit(t, cols).predict(s)
+            out[:, j : j + cols.shape[1]] = fit._fit(t, cols)._sol.predict(s)
         return out
 
 

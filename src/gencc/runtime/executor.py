@@ -1126,24 +1126,18 @@ class CodedExecutor(StreamingExecutor):
     def _run_decodes(self, settle) -> list:
         """Carry out the decode jobs among ``settle`` (no lock held), then count them (the lock
         held once); returns every (future, value) to settle."""
-        jobs = [i for i, item in enumerate(settle) if isinstance(item, _DecodeJob)]
-        if not jobs:
+        if not any(isinstance(item, _DecodeJob) for item in settle):
             return settle
-        out = list(settle)
-        done = []
-        for i in jobs:
-            job = settle[i]
-            try:
-                res = self._decode(job)
-            except Exception as exc:  # a scheme's bug fails this batch, not the dispatcher
-                log.exception("decode failed", extra={"batch": job.batch.index})
-                res = f"internal error: {exc!r}"
-            done.append((job, res))
-            out[i] = None
+        done = {i: self._decode_or_why(job) for i, job in enumerate(settle) if isinstance(job, _DecodeJob)}
         with self._lock:
-            for (job, res), i in zip(done, jobs):
-                out[i] = self._account(job, res)
-        return out
+            return [self._account(item, done[i]) if i in done else item for i, item in enumerate(settle)]
+
+    def _decode_or_why(self, job) -> BatchResult | str:
+        try:
+            return self._decode(job)
+        except Exception as exc:  # a scheme's bug fails this batch, not the dispatcher
+            log.exception("decode failed", extra={"batch": job.batch.index})
+            return f"internal error: {exc!r}"
 
     def _decode(self, job) -> BatchResult | str:
         """Decode one retired batch (no lock held): its result, or why it failed."""

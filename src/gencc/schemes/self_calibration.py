@@ -326,9 +326,10 @@ class SelfCalibration:
                     est = cand.decode(Yk, kept)[targets]
                     mse = float(np.mean((est - truth) ** 2)) / scale
                 except (ValueError, np.linalg.LinAlgError):
-                    mse = np.nan
-                # a candidate that cannot decode (or decodes to NaN) scores as 1e300: it never wins
-                scores[c] = math.log(min(max(mse, _EXACT_NMSE), 1e300)) if mse == mse else math.log(1e300)
+                    mse = np.inf
+                if not mse <= 1e300:  # a candidate that cannot decode (inf, NaN) never wins
+                    mse = 1e300
+                scores[c] = math.log(max(mse, _EXACT_NMSE))
             made += 1
             with self._lock:
                 self._scores.append(scores)
