@@ -1,4 +1,5 @@
-"""The gather policy as a pure function, and the executor's bookkeeping, with a fake backend and clock."""
+"""The gather policy as a pure function, and the executor with a fake backend (the coordinator's
+bookkeeping under an invented clock is in test_coordinator)."""
 
 import threading
 
@@ -7,8 +8,7 @@ import pytest
 
 import gencc
 from gencc.runtime.events import TaskResult
-from gencc.runtime.faults import TaskFault
-from gencc.runtime.executor import CodedExecutor, _settle, _WorkerQueue
+from gencc.runtime.executor import CodedExecutor
 from gencc.runtime.gather import GatherPolicy, GatherState, decide
 
 POLICY = GatherPolicy(deadline=1.0, timeout=5.0, on_insufficient="fail")
@@ -79,20 +79,6 @@ def test_timeout_decodes_what_can_be_decoded_and_fails_the_rest():
     assert decide(state(elapsed=5.0, decodable=True), GatherPolicy(None, 5.0, "fail")).kind == "decode"
 
 
-def test_hang_timer_measures_each_task_not_the_queue():
-    q = _WorkerQueue()
-    q.push(0, 3, now=0.0)
-    q.push(1, 3, now=0.5)
-    q.ack(1, 3, now=2.0)  # a later task answered (or cancelled): the head keeps its own start
-    assert q.head_since == 0.0
-    q.ack(0, 3, now=3.0)
-    assert q.head_since is None and not q.tasks
-    q.push(2, 3, now=4.0)
-    q.push(3, 3, now=4.1)
-    q.ack(2, 3, now=6.0)
-    assert q.head_since == 6.0  # the next task starts when the previous one ends
-
-
 class FakeBackend:
     """Records what the executor sends; the test plays the workers."""
 
@@ -122,86 +108,6 @@ class FakeBackend:
 
     def shutdown(self):
         pass
-
-
-def test_finishing_a_batch_does_not_reset_a_hung_workers_timer_and_it_is_restarted():
-    """Defect 2: batches kept flowing, and each finished batch reset the hung worker's clock."""
-    be = FakeBackend(4)
-    ex = CodedExecutor("unused", gencc.Replication(2, 4), be, timeout=60, hang_timeout=1.0)
-    try:
-        ex._stop.set()
-        ex._thread.join()
-        for _ in range(3):  # worker 3 never answers; the others answer every batch at once
-            fut = ex.submit(np.ones((2, 1)))
-        sent = list(be.sent)
-        now = ex._batches[0].t0
-        for t in np.arange(0.1, 1.6, 0.1):
-            with ex._lock:
-                for w, task in sent:
-                    if w != 3 and task.batch in ex._batches:
-                        ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), now + t)
-                ex._check_hangs(now + t)
-                settle = [s for b in list(ex._batches.values()) if (s := ex._step(b, now + t))]
-            _settle(ex._run_decodes(settle))
-        assert be.restarted == [3]
-        assert fut.result(timeout=0).returned == (0, 1, 2)
-    finally:
-        ex.shutdown(wait=False)
-
-
-def test_a_restarted_worker_that_never_becomes_ready_is_restarted_again_and_its_tasks_erased():
-    from gencc.runtime.events import WorkerDied, WorkerReady
-
-    be = FakeBackend(4)
-    ex = CodedExecutor("unused", gencc.Replication(2, 4), be, timeout=600, hang_timeout=100.0, restart_timeout=5.0)
-    try:
-        ex._stop.set()
-        ex._thread.join()
-        fut = ex.submit(np.ones((2, 1)))
-        t0 = ex._batches[0].t0
-        with ex._lock:
-            ex._handle(WorkerDied(3, "crashed"), t0 + 0.1)
-            assert be.restarted == [3] and ex._queues[3].starting
-            ex._dispatch(ex._batches[0], 3, 3, TaskFault(), t0 + 0.2)  # re-sent to the starting worker
-            ex._check_hangs(t0 + 4.0)  # not yet past restart_timeout: its task is not timed
-            assert be.restarted == [3] and ex._batches[0].outstanding.get(3) == 3
-            ex._check_hangs(t0 + 5.2)  # never ready: started again, its queued task is an erasure
-            assert be.restarted == [3, 3] and ex.stats["slow_restarts"] == 1
-            assert 3 not in ex._batches[0].outstanding and "not ready" in ex._batches[0].failed[3]
-            ex._handle(WorkerReady(3), t0 + 6.0)
-            ex._check_hangs(t0 + 20.0)  # ready: no more restarts
-            assert be.restarted == [3, 3] and not ex._queues[3].starting
-            for w in range(3):
-                ex._handle(TaskResult(w, 0, w, np.ones(1), 0.0), t0 + 20.1)
-            settle = [s for b in list(ex._batches.values()) if (s := ex._step(b, t0 + 20.2))]
-        _settle(ex._run_decodes(settle))
-        assert fut.result(timeout=0).returned == (0, 1, 2)
-        with pytest.raises(ValueError, match="restart_timeout"):
-            CodedExecutor("unused", gencc.Replication(2, 4), FakeBackend(4), restart_timeout=0)
-    finally:
-        ex.shutdown(wait=False)
-
-
-def test_a_wrong_shape_first_result_does_not_fail_a_batch_with_enough_good_ones():
-    """Defect 5: a wrong-shaped result before the output shape is known."""
-    be = FakeBackend(6)
-    ex = CodedExecutor("unused", gencc.GCC(3, 6, kernel="sobolev2"), be, n_wait=5, timeout=60)
-    try:
-        ex._stop.set()
-        ex._thread.join()
-        fut = ex.submit(np.ones((3, 2)))
-        b = ex._batches[0]
-        with ex._lock:
-            ex._handle(TaskResult(0, 0, 0, np.ones(5), 0.0), b.t0 + 0.01)  # wrong shape first
-            for w in range(1, 6):
-                ex._handle(TaskResult(w, 0, w, np.ones(2), 0.0), b.t0 + 0.02)
-            done = ex._step(b, b.t0 + 0.03)
-        assert done is not None
-        _, res = ex._run_decodes([done])[0]  # the decode runs outside the lock
-        assert res.returned == (1, 2, 3, 4, 5) and "wrong shape" in res.failed[0]
-        np.testing.assert_allclose(res.outputs, 1.0, atol=1e-6)
-    finally:
-        ex.shutdown(wait=False)
 
 
 @pytest.mark.parametrize("scheme, n_min", [(gencc.GCC(4, 12), 4), (gencc.BACC(4, 12), 4),
@@ -297,36 +203,6 @@ def test_a_copy_goes_to_an_idle_worker_else_the_least_loaded_never_one_holding_i
     assert pick_worker([1, -1], exclude=[0]) is None
 
 
-def test_adaptive_deadline_decodes_from_any_trusted_subset_once_it_passes():
-    """GCC(2, 4): after 20 fast tasks the deadline is 1.5 x their p90; a batch with 2 of 4 back decodes then."""
-    be = FakeBackend(4)
-    rule = AdaptiveDeadline(q=0.9, factor=1.5, floor=0.0, cap=10.0, min_samples=8)
-    ex = CodedExecutor("unused", gencc.GCC(2, 4), be, deadline=rule, timeout=60)
-    try:
-        ex._stop.set()
-        ex._thread.join()
-        for i in range(4):  # every task answers after 0.1 s
-            ex.submit(np.ones((2, 1)))
-            t0 = ex._batches[i].t0
-            with ex._lock:
-                for w, task in [s for s in be.sent if s[1].batch == i]:
-                    ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), t0 + 0.1)
-                settle = [s for b in list(ex._batches.values()) if (s := ex._step(b, t0 + 0.1))]
-            _settle(ex._run_decodes(settle))
-        assert ex.deadline == pytest.approx(0.15)
-        fut = ex.submit(np.ones((2, 1)))
-        b = ex._batches[4]
-        with ex._lock:
-            for w, task in [s for s in be.sent if s[1].batch == 4 and s[0] in (1, 3)]:
-                ex._handle(TaskResult(w, task.batch, task.slot, np.ones(1), 0.0), b.t0 + 0.1)
-            assert ex._step(b, b.t0 + 0.12) is None  # before the deadline: wait for the others
-            done = ex._step(b, b.t0 + 0.16)
-        _settle(ex._run_decodes([done]))
-        assert fut.result(timeout=0).returned == (1, 3)
-    finally:
-        ex.shutdown(wait=False)
-
-
 def test_assign_idle_sends_the_oldest_tasks_to_their_own_worker_or_another_idle_one():
     from gencc.runtime.gather import assign_idle
 
@@ -348,28 +224,3 @@ def test_a_curve_answers_every_input_once_it_decodes_replication_only_those_with
     w0 = held.index(0)
     mask = rep.available([w0])
     assert mask[0] and not mask[1]
-
-
-def test_past_the_deadline_replication_waits_for_the_copy_that_answers_its_last_input():
-    """Decoding at the deadline from copies of input 0 alone would fail input 1 while its copies ran."""
-    rep = gencc.Replication(2, 4)
-    be = FakeBackend(4)
-    ex = CodedExecutor("unused", rep, be, deadline=0.5, timeout=60, on_insufficient="wait")
-    try:
-        ex._stop.set()
-        ex._thread.join()
-        fut = ex.submit(np.arange(2.0).reshape(2, 1))
-        b = ex._batches[0]
-        zero = [w for w in range(4) if rep.assignment[w] == 0]
-        one = [w for w in range(4) if rep.assignment[w] == 1]
-        with ex._lock:
-            for w in zero:
-                ex._handle(TaskResult(w, 0, w, np.zeros(1), 0.0), b.t0 + 0.01)
-            assert ex._step(b, b.t0 + 0.6) is None  # past the deadline, input 1 still coming: wait
-            ex._handle(TaskResult(one[0], 0, one[0], np.ones(1), 0.0), b.t0 + 0.7)
-            done = ex._step(b, b.t0 + 0.71)
-        _settle(ex._run_decodes([done]))
-        res = fut.result(timeout=0)
-        assert res.missing == () and res.outputs[:, 0].tolist() == [0.0, 1.0]
-    finally:
-        ex.shutdown(wait=False)

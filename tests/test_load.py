@@ -9,6 +9,7 @@ import pytest
 from gencc.experiments.load import (LoadRun, arrival_times, make_executor, run_open_loop, straggler_model,
                                     summarize, worker_stragglers)
 from gencc.runtime import WorkerStragglers
+from gencc.runtime.coordinator import covers
 
 from test_runtime import MODEL, _opts, f
 
@@ -68,7 +69,7 @@ def test_the_deadline_and_the_hedge_quantile_are_settable_for_the_grid():
         assert ex._rule.q == 0.8 and ex.max_copies == 3
     with make_executor("gcc-sys-direct-any", MODEL, K, N, micro_batch=2, base=0.002, window=0.004, faults=None,
                        backend="threads", deadline_factor=1.0) as ex:
-        assert ex._adaptive.factor == 1.0 and ex._adaptive.q == 0.9
+        assert ex.deadline_rule.factor == 1.0 and ex.deadline_rule.q == 0.9
 
 
 def test_cpu_work_burns_the_thread_clock_not_the_wall_clock_of_a_sleep():
@@ -140,8 +141,8 @@ def test_parm_has_no_special_floor_the_gather_waits_for_the_task_that_answers_it
         assert ex.n_min is None
         scheme = ex.scheme
         # K - 1 systematic returns with the last systematic task and the parity still out: not a cover
-        assert not ex._covers([0, 1, 2], {3: 3, 4: 4})
-        assert ex._covers([0, 1, 2, 4], {3: 3})  # the parity fills the one gap
+        assert not covers(scheme, [0, 1, 2], {3: 3, 4: 4})
+        assert covers(scheme, [0, 1, 2, 4], {3: 3})  # the parity fills the one gap
         assert scheme.available([0, 1, 2, 4]).all()
 
 

@@ -1,7 +1,10 @@
 """The runtime: coded execution on real workers (local processes or Ray actors).
 
-``executor`` runs batches and moves events; ``gather`` decides, as a pure
-function, when a batch is decoded or failed; ``backends`` holds the contract
+``executor`` encodes and runs the dispatcher thread, which only moves events;
+``coordinator`` is the thread-free state machine behind it (events and the
+clock in, instructions out); ``decoding`` turns a retired batch into its
+result; ``gather`` decides, as a pure function, when a batch is decoded or
+failed; ``backends`` holds the contract
 a pool of workers keeps and its implementations, ``local`` (processes),
 ``threads`` and ``ray`` (actors); ``events`` names what crosses between them;
 ``faults`` injects stragglers and faults, the same way on both; ``hedged``

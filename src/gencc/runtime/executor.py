@@ -1,85 +1,42 @@
 """CodedExecutor: encode, dispatch to workers, gather, decode.
 
-The executor knows schemes only through their public interface (``encode``,
-``decode_with_info``, ``can_decode``, ``is_complete``) and workers only
-through a :class:`~gencc.runtime.backends.Backend`. Its dispatcher thread only
-moves events: when a batch is decoded or failed is decided by the pure
-:func:`~gencc.runtime.gather.decide`.
+The executor is a facade: it checks options, encodes, and runs a dispatcher
+thread that only moves events. What a batch's events mean is the
+thread-free :class:`~gencc.runtime.coordinator.Coordinator`'s: fed an event
+and the clock, it answers with instructions (send, cancel, restart, decode,
+resolve), which the dispatcher carries out: the sends under its lock, the
+decodes and every caller's callback after releasing it. Workers are reached
+only through a :class:`~gencc.runtime.backends.Backend`.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import CancelledError, Future
-from typing import NamedTuple
 
 import numpy as np
 
 from .._validation import check_batch, check_choice, check_input, check_int, check_nonnegative
-from ..errors import (BatchFailedError, ErrorBoundExceededError, InsufficientReturnsError, InvalidInputError,
-                      MissingOutputsError)
+from ..errors import BatchFailedError, ErrorBoundExceededError, InvalidInputError, MissingOutputsError
 from ..schemes.base import CodingScheme
-from .batch import BatchResult, BatchState
-from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
-from .faults import TaskFault
-from .gather import (ON_INSUFFICIENT, PLACEMENTS, AdaptiveDeadline, GatherPolicy, GatherState, adaptive_deadline,
-                     assign_idle, decide, early_inputs)
-from .futures import CallbackFuture, when_done
+from .batch import BatchResult
 from .calibrator import BackgroundCalibrator
-from .microbatch import decode_stacked, encode_stacked
+from .coordinator import (AnswerEarly, Cancel, CloseEarly, Coordinator, Decode, Resolve, Restart, Send, SendFailed,
+                          direct_slots)
+from .decoding import decode_batch
+from .events import WorkerDied, WorkerReady
+from .futures import CallbackFuture, when_done
+from .gather import ON_INSUFFICIENT, PLACEMENTS, AdaptiveDeadline
+from .microbatch import encode_stacked
 from .request import RequestFuture
 from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor
 
 __all__ = ["CodedExecutor"]
 
 log = logging.getLogger("gencc.runtime")
-
-_AT_MASTER = -1  # BatchState.outstanding's worker for a task waiting at the master (pull placement)
-
-
-class _WorkerQueue:
-    """The tasks a worker was sent and has not yet answered, oldest first.
-
-    ``head_since`` is when the oldest became the worker's current task: the
-    hang detector times each task from there, never from the queue's start.
-    """
-
-    def __init__(self):
-        self.tasks: deque[tuple[int, int]] = deque()  # (batch, slot)
-        self.head_since: float | None = None
-        self.starting = False  # restarted, still building its model: its tasks are not timed, its start is
-        self.starting_since: float | None = None
-
-    def restarting(self, now):
-        self.starting, self.starting_since = True, now
-
-    def ready(self, now):
-        self.starting, self.starting_since = False, None
-        self.head_since = now if self.tasks else None
-
-    def push(self, batch, slot, now):
-        if not self.tasks:
-            self.head_since = now
-        self.tasks.append((batch, slot))
-
-    def ack(self, batch, slot, now):
-        if not self.tasks or (batch, slot) not in self.tasks:
-            return
-        was_head = self.tasks[0] == (batch, slot)
-        self.tasks.remove((batch, slot))
-        if was_head:
-            self.head_since = now if self.tasks else None
-
-    def clear(self):
-        tasks = list(self.tasks)
-        self.tasks.clear()
-        self.head_since = None
-        return tasks
-
 
 class CodedExecutor(StreamingExecutor):
     """Run a model under a coding scheme on N workers, straggler-resilient.
@@ -304,25 +261,20 @@ class CodedExecutor(StreamingExecutor):
         if not floor <= self.n_wait <= N:
             raise ValueError(f"n_wait must be in [{floor}, {N}] (n_min, or the scheme's trusted returns "
                              f"{scheme.trusted_returns} unless n_min lowers it; n_workers), got {self.n_wait}")
-        self._adaptive = deadline if isinstance(deadline, AdaptiveDeadline) else None
-        if self._adaptive is not None:
-            self.deadline = adaptive_deadline((), self._adaptive)  # the cold start's
-        else:
-            self.deadline = None if deadline is None else check_nonnegative(deadline, "deadline")
-        self._recent = deque(maxlen=self._adaptive.window if self._adaptive else 1)  # task latencies, s
-        self._direct = direct_slots(scheme) if early else {}
+        adaptive = deadline if isinstance(deadline, AdaptiveDeadline) else None
+        if adaptive is None and deadline is not None:
+            deadline = check_nonnegative(deadline, "deadline")
+        direct = direct_slots(scheme) if early else {}
         self.direct_dispatch = bool(direct_dispatch)
-        if direct_dispatch and not self._direct:
+        if direct_dispatch and not direct:
             raise ValueError("direct_dispatch needs early=True and a scheme with workers that carry an input "
                              "unchanged (systematic GCC, LeTCC or BACC, ParM, replication, uncoded), got "
                              f"{type(scheme).__name__} with early={early}")
-        self._early_settle: list = []  # (callback, rows, outputs), run outside the lock
         self.timeout = check_nonnegative(timeout, "timeout")
         if self.timeout == 0:
             raise ValueError("timeout must be > 0")
         self.on_insufficient = check_choice(on_insufficient, "on_insufficient", ON_INSUFFICIENT)
         self.placement = check_choice(placement, "placement", PLACEMENTS)
-        self._pending: deque[tuple[int, int]] = deque()  # (batch, slot) waiting at the master (pull), oldest first
         self.hang_timeout = self.timeout if hang_timeout is None else check_nonnegative(hang_timeout, "hang_timeout")
         if self.hang_timeout == 0:
             raise ValueError("hang_timeout must be > 0 seconds (0 would restart every busy worker at once)")
@@ -336,8 +288,13 @@ class CodedExecutor(StreamingExecutor):
         self.micro_batch = check_int(micro_batch, "micro_batch")
         self.batch_window = check_nonnegative(batch_window, "batch_window")
         self.column_window = _check_column_window(column_window, self.direct_dispatch)
-        self._policy = GatherPolicy(self.deadline, self.timeout, on_insufficient)
-        self._models = models  # what each worker runs: a task is re-sent only to a worker running the same
+        self._calibrator = None if self_calibration is None else BackgroundCalibrator(self_calibration)
+        self._coord = Coordinator(
+            scheme, models, n_wait=self.n_wait, n_min=self.n_min, deadline=None if adaptive else deadline,
+            adaptive=adaptive, timeout=self.timeout, on_insufficient=self.on_insufficient, placement=self.placement,
+            hang_timeout=self.hang_timeout, restart_timeout=self.restart_timeout, faults=faults, early=early,
+            direct_dispatch=self.direct_dispatch,
+            decoder=None if self._calibrator is None else (lambda: self._calibrator.decoder))
         uniform = all(m is model for m in models)
         self._backend = self._make_backend(backend, model if uniform else models, N, backend_options or {})
         self._backend.start()  # cleans up after itself on failure or interruption
@@ -345,16 +302,8 @@ class CodedExecutor(StreamingExecutor):
         self._shutdown_lock = threading.Lock()
         self._shutdown = False
         self._shut_down = threading.Event()  # set once shutdown has ended every worker
-        self._batches: dict[int, BatchState] = {}
-        self._counter = itertools.count()
-        self._queues = [_WorkerQueue() for _ in range(N)]
-        self._out_shape = None
         self._stop = threading.Event()
         self._sealed = False  # set by shutdown, under the lock, once no batch may be added
-        self.stats = Counter()
-        self.returned_counts = Counter()  # how many usable results each answered batch was decoded from
-        self.timings = Counter()  # seconds: encode, decode, compute (workers), over answered batches
-        self._calibrator = None if self_calibration is None else BackgroundCalibrator(self_calibration)
         _warm_up(self.scheme)
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
         self._thread.start()
@@ -369,9 +318,31 @@ class CodedExecutor(StreamingExecutor):
             self._batcher = RequestBatcher(lambda X, on_early=None: self._submit_batch(X, closing_ok=True,
                                                                                       on_early=on_early),
                                            self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window,
-                                           early=bool(self._direct), callbacks=self._callbacks)
+                                           early=bool(direct), callbacks=self._callbacks)
         log.info("executor started", extra={"backend": self._backend.name, "n_workers": N,
                                             "scheme": type(scheme).__name__})
+
+    @property
+    def stats(self) -> Counter:
+        return self._coord.stats
+
+    @property
+    def returned_counts(self) -> Counter:
+        return self._coord.returned_counts
+
+    @property
+    def timings(self) -> Counter:
+        return self._coord.timings
+
+    @property
+    def deadline(self) -> float | None:
+        """The deadline in force, seconds (an :class:`AdaptiveDeadline`'s latest estimate)."""
+        return self._coord.deadline
+
+    @property
+    def deadline_rule(self) -> AdaptiveDeadline | None:
+        """The :class:`AdaptiveDeadline` that sets :attr:`deadline`, if one was given."""
+        return self._coord.adaptive
 
     @staticmethod
     def _make_backend(backend, model, N, options):
@@ -475,49 +446,31 @@ class CodedExecutor(StreamingExecutor):
         with self._lock:
             if (self._shutdown and not closing_ok) or self._sealed:  # shut down while encoding
                 raise RuntimeError("cannot submit to an executor that was shut down")
-            index, plan = self._next_batch() if opened is None else opened
-            b = BatchState(index, coded, plan, t1, fut, t1 - t0, size=B)
-            b.on_early = on_early if self._direct else None
-            self._batches[index] = b
-            self._place(b, range(self.scheme.n_workers), t1)
+            self._send(self._coord.add_batch(coded, fut, t1, opened=opened, encode_time=t1 - t0, on_early=on_early),
+                       t1)
         return fut
 
     # -- direct dispatch (ColumnBatcher): a batch open while its columns go out ----------------
-    def _next_batch(self):
-        """A new batch's index and fault plan (the lock held)."""
-        index = next(self._counter)
-        if not self.faults or self._faults_per_worker():
-            return index, None
-        return index, self.faults.plan(index, self.scheme.n_workers)
-
     def _open_batch(self):
         """Take a batch index and its fault plan when a batch's first request arrives."""
         with self._lock:
-            return self._next_batch()
+            return self._coord.next_batch()
 
     def _send_column(self, opened, k, Xk, on_early):
-        """Send the direct slot(s) of input k, Xk of shape (B, *in_shape): the batch is
-        registered, open (``t0`` None: never decoded or failed by the dispatcher), at its first
-        column. Returns the batch's future, or None if no slot carries input k."""
-        slots = [s for s, kk in self._direct.items() if kk == k]
-        if not slots:
+        """Send the direct slot(s) of input k, Xk of shape (B, *in_shape), of the open batch
+        ``opened``. Returns the batch's future, or None if no slot carries input k."""
+        if k not in self._coord.direct.values():
             return None
-        index, plan = opened
         with self._lock:
             if self._sealed:
                 raise RuntimeError("cannot submit to an executor that was shut down")
-            b = self._batches.get(index)
-            if b is None:
+            fut = self._coord.future_of(opened[0])
+            if fut is None:
                 fut = CallbackFuture(self._callbacks)
                 fut.set_running_or_notify_cancel()
-                b = BatchState(index, np.zeros((self.scheme.n_workers, *Xk.shape)), plan, None, fut, 0.0,
-                               size=Xk.shape[0])
-                b.on_early = on_early
-                self._batches[index] = b
-            for slot in slots:
-                b.coded[slot] = Xk
-            self._place(b, slots, time.monotonic(), timed=True)
-        return b.future
+            now = time.monotonic()
+            self._send(self._coord.open_column(opened, k, Xk, fut, on_early, now), now)
+        return fut
 
     def _close_batch(self, opened, X):
         """Encode the whole batch, X of shape (B*K, *in_shape), send the slots not sent
@@ -525,28 +478,18 @@ class CodedExecutor(StreamingExecutor):
         index, _ = opened
         K = self.scheme.n_inputs
         t0 = time.monotonic()
+        coded, why = None, None
         try:
             coded = encode_stacked(self.scheme, X, X.shape[0] // K)
         except Exception as exc:
-            coded, why = None, f"encode failed: {exc!r}"
+            why = f"encode failed: {exc!r}"
         t1 = time.monotonic()
         with self._lock:
-            b = self._batches.get(index)
-            if b is None:
-                raise RuntimeError(f"batch {index} ended before it closed (executor shut down)")
-            if coded is None or self._sealed:
-                settle = self._fail(b, why if coded is None else "executor shut down")
-            else:
-                settle = None
-                b.coded, b.t0, b.encode_time = coded, t1, t1 - t0
-                for q in self._queues:  # an early task's hang timer starts now, with the batch's clock
-                    if q.tasks and q.tasks[0][0] == index:
-                        q.head_since = t1
-                unsent = [s for s in range(self.scheme.n_workers) if s not in b.sent_at and s not in b.outstanding]
-                self._place(b, unsent, t1, timed=True)
-        if settle is not None:
-            _settle([settle])
-        return b.future
+            fut = self._coord.future_of(index)
+            why = why or ("executor shut down" if self._sealed else None)
+            rest = self._send(self._coord.close_batch(index, coded, t1, encode_time=t1 - t0, why=why), t1)
+        self._finish(rest)
+        return fut
 
     def map(self, inputs, *, return_exceptions=False, progress=False, timeout=None):
         """Compute f on every input, coded in batches of B*K, outputs in input order.
@@ -789,7 +732,7 @@ class CodedExecutor(StreamingExecutor):
             self._batcher.close(flush=wait and not cancel_futures)
             if wait and not cancel_futures and not dispatcher:
                 with self._lock:
-                    futures = [b.future for b in self._batches.values()]
+                    futures = [b.future for b in self._coord.batches.values()]
                 for fut in futures:  # each ends by its batch timeout, fired by the dispatcher
                     try:
                         fut.exception(timeout=self.timeout + 5.0)
@@ -801,8 +744,8 @@ class CodedExecutor(StreamingExecutor):
             if not dispatcher:
                 self._thread.join(timeout=10)
             with self._lock:
-                settle = [self._fail(b, "executor shut down") for b in list(self._batches.values())]
-            _settle(settle)
+                rest = self._send(self._coord.fail_all("executor shut down"), time.monotonic())
+            self._finish(rest)
         finally:  # whatever failed above, no worker outlives the executor
             try:
                 self._backend.shutdown()
@@ -821,54 +764,84 @@ class CodedExecutor(StreamingExecutor):
         try:
             while not self._stop.is_set():
                 try:
-                    events = self._backend.poll(self._SWEEP_S if self._batches else 5 * self._SWEEP_S)
+                    events = self._backend.poll(self._SWEEP_S if self._coord.batches else 5 * self._SWEEP_S)
                 except Exception:  # keep the dispatcher alive; the batch timers still fire
                     log.exception("backend poll failed")
                     events = []
-                with self._lock:
-                    now = time.monotonic()
-                    for ev in events:
-                        try:
-                            self._handle(ev, now)
-                        except Exception:  # one bad event must not stop every batch
-                            log.exception("handling an event failed", extra={"event": repr(ev)[:200]})
-                    # a full sweep (hang timers, every batch's clock) on a timer or after a worker
-                    # came or went; otherwise only the batches these events were about
-                    if now >= next_sweep or any(isinstance(ev, (WorkerDied, WorkerReady)) for ev in events):
-                        next_sweep = now + self._SWEEP_S
-                        self._check_hangs(now)
-                        batches = list(self._batches.values())
-                    else:
-                        touched = dict.fromkeys(getattr(ev, "batch", None) for ev in events)
-                        batches = [b for i in touched if (b := self._batches.get(i)) is not None]
-                    settle = [s for b in batches if (s := self._step_or_fail(b, now))]
-                    if self._pending:  # workers freed by these events, or batches just decoded
-                        self._pump(now)
-                    early, self._early_settle = self._early_settle, []
-                    late = self._late_open_batches(batches, now) if self.direct_dispatch else []
-                _settle_early(early)
-                _settle(self._run_decodes(settle))
-                for index in late:  # outside the lock: the batcher takes its own lock, then ours
-                    if self._batcher.close_early(index):
-                        self.stats["early_closes"] += 1
+                now = time.monotonic()
+                # a full sweep (hang timers, every batch's clock) on a timer or after a worker
+                # came or went; otherwise only the batches these events were about
+                sweep = now >= next_sweep or any(isinstance(ev, (WorkerDied, WorkerReady)) for ev in events)
+                if sweep:
+                    next_sweep = now + self._SWEEP_S
+                self._turn(events, now, sweep=sweep)
         finally:
             if not self._stop.is_set():  # died of something unforeseen: no future may wait for ever
                 log.error("dispatcher stopped unexpectedly; failing every pending batch")
                 with self._lock:
-                    settle = [self._fail(b, "dispatcher stopped unexpectedly") for b in list(self._batches.values())]
-                _settle(settle)
+                    rest = self._send(self._coord.fail_all("dispatcher stopped unexpectedly"), time.monotonic())
+                self._finish(rest)
 
-    def _step_or_fail(self, b, now):
-        try:
-            return self._step(b, now)
-        except Exception as exc:  # a scheme or backend error fails this batch, not the dispatcher
-            log.exception("batch step failed", extra={"batch": b.index})
-            reason = f"internal error: {exc!r}"
-            try:
-                return self._fail(b, reason)
-            except Exception:  # failing it cleanly failed too: drop it, its future still gets the error
-                self._batches.pop(b.index, None)
-                return b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, reason)
+    def _turn(self, events, now, *, sweep=True):
+        """One round of the dispatcher at time ``now``: the coordinator handles ``events`` and
+        acts on the clock (every batch with ``sweep``, else those the events were about); the
+        sends are carried out under the lock, the rest after it."""
+        with self._lock:
+            todo = []
+            for ev in events:
+                try:
+                    todo += self._coord.handle(ev, now)
+                except Exception:  # one bad event must not stop every batch
+                    log.exception("handling an event failed", extra={"event": repr(ev)[:200]})
+            todo += self._coord.advance(now, None if sweep else [getattr(ev, "batch", None) for ev in events])
+            rest = self._send(todo, now)
+        self._finish(rest)
+
+    def _send(self, instructions, now) -> list:
+        """Carry out the coordinator's Send, Cancel and Restart (the lock held: the order of the
+        sends is the workers' queues'); returns the other instructions, for :meth:`_finish`."""
+        rest = []
+        for ins in instructions:
+            kind = type(ins)
+            if kind is Send:
+                if not self._backend.submit(ins.worker, ins.task):
+                    self._coord.handle(SendFailed(ins.worker, ins.task.batch, ins.task.slot), now)
+            elif kind is Cancel:
+                self._backend.cancel(ins.worker, ins.batch)
+            elif kind is Restart:
+                try:
+                    self._backend.restart(ins.worker)
+                except Exception:  # the worker stays lost; its tasks are erasures
+                    log.exception("restarting a worker failed", extra={"worker": ins.worker})
+            else:
+                rest.append(ins)
+        return rest
+
+    def _finish(self, instructions):
+        """Carry out the rest with no lock held: early answers (the caller's callbacks), then the
+        decodes (counted under the lock once) and the futures they and the failures resolve,
+        then the early closes (the batcher takes its own lock, then ours)."""
+        if not instructions:
+            return
+        resolve = []
+        for ins in instructions:
+            if type(ins) is AnswerEarly:
+                try:
+                    ins.callback(ins.rows, ins.outputs, ins.batch)
+                except Exception:
+                    log.exception("an early-answer callback failed")
+            elif type(ins) is Decode or type(ins) is Resolve:
+                resolve.append(ins)
+        observe = None if self._calibrator is None else self._calibrator.offer  # scored off the dispatcher
+        done = {i: decode_batch(job, self.max_error, observe) for i, job in enumerate(resolve) if type(job) is Decode}
+        if done:
+            with self._lock:
+                resolve = [self._coord.decoded(job, done[i]) if i in done else job for i, job in enumerate(resolve)]
+        _settle(resolve)
+        for ins in instructions:
+            if type(ins) is CloseEarly and self._batcher.close_early(ins.batch):
+                with self._lock:
+                    self.stats["early_closes"] += 1
 
     def decoder_report(self, *, wait: float | None = None) -> dict:
         """What self-calibration measured and chose (``self_calibrate=True``).
@@ -905,315 +878,6 @@ class CodedExecutor(StreamingExecutor):
         if not self.direct_dispatch:
             raise ValueError("column_window needs direct_dispatch=True")
         self.column_window = self._batcher.column_window = _check_column_window(seconds, self.direct_dispatch)
-
-    def _faults_per_worker(self) -> bool:
-        """Under pull placement, faults drawn per task for the worker that runs it."""
-        return self.placement == "pull" and hasattr(self.faults, "task_fault")
-
-    def _place(self, b, slots, now, timed=False):
-        """Send ``slots`` of batch ``b`` (pinned: slot n to worker n) or queue them at the master and
-        send what idle workers can take (pull). ``timed``: record the send times (direct dispatch;
-        always under pull)."""
-        for slot in slots:
-            if self.placement == "pinned":
-                if timed:
-                    b.sent_at[slot] = now
-                self._dispatch(b, slot, slot, b.faults[slot] if b.faults else TaskFault(), now)
-            else:
-                b.outstanding[slot] = _AT_MASTER
-                self._pending.append((b.index, slot))
-        if self.placement == "pull":
-            self._pump(now)
-
-    def _pump(self, now):
-        """Pull placement: send waiting tasks, oldest first, to idle workers (the lock held)."""
-        live = []
-        for index, slot in self._pending:
-            b = self._batches.get(index)
-            if b is not None and b.outstanding.get(slot) == _AT_MASTER:
-                live.append((b, slot))
-            else:
-                self.stats["never_sent"] += 1
-        idle = [w for w, q in enumerate(self._queues) if not q.tasks and not q.starting]
-        sent = set()
-        per_worker = self._faults_per_worker()
-        for i, w in assign_idle([slot for _, slot in live], idle, lambda s, v: self._models[v] == self._models[s]):
-            b, slot = live[i]
-            if per_worker:
-                fault = self.faults.task_fault(w)
-            else:
-                fault = b.faults[slot] if b.faults else TaskFault()
-            del b.outstanding[slot]
-            b.sent_at[slot] = now
-            self.stats["pulled_elsewhere"] += w != slot
-            self._dispatch(b, slot, w, fault, now)
-            sent.add(i)
-        self._pending = deque((b.index, slot) for i, (b, slot) in enumerate(live) if i not in sent)
-
-    def _dispatch(self, b, slot, worker, fault, now):
-        self._queues[worker].push(b.index, slot, now)
-        b.outstanding[slot] = worker
-        x, stacked = (b.coded[slot], True) if b.size > 1 else (b.coded[slot][0], False)
-        if not self._backend.submit(worker, Task(b.index, slot, x, fault, stacked)):
-            self._queues[worker].ack(b.index, slot, now)
-            del b.outstanding[slot]
-            b.erase(slot, worker, "send failed")
-
-    def _handle(self, ev, now):
-        if isinstance(ev, WorkerDied):
-            self.stats["crashes"] += 1
-            log.warning("worker died; restarting", extra={"worker": ev.worker, "why": ev.why})
-            self._restart(ev.worker, ev.why, now)
-            return
-        if isinstance(ev, WorkerReady):
-            self._queues[ev.worker].ready(now)
-            return
-        self._queues[ev.worker].ack(ev.batch, ev.slot, now)
-        if isinstance(ev, TaskCancelled):
-            return
-        b = self._batches.get(ev.batch)
-        if b is None or b.outstanding.get(ev.slot) != ev.worker:
-            self.stats["late_results"] += 1
-            return
-        del b.outstanding[ev.slot]
-        if isinstance(ev, TaskError):
-            b.erase(ev.slot, ev.worker, f"error: {ev.message}")
-            self.stats["erasures"] += 1
-            return
-        y = ev.output if b.size > 1 else _lifted(ev.output)
-        why = _output_problem(y, b.size, self._out_shape)
-        if why:
-            b.erase(ev.slot, ev.worker, why)
-            self.stats["erasures"] += 1
-            return
-        b.results[ev.slot] = np.asarray(y, dtype=np.float64)
-        latency = now - b.sent_at.get(ev.slot, b.t0)  # from the task's own send (direct dispatch)
-        b.latencies[ev.slot] = latency
-        b.compute_seconds[ev.slot] = ev.seconds
-        b.answered_by[ev.slot] = ev.worker
-        if self._adaptive is not None:
-            self._recent.append(latency)
-            if len(self._recent) % 8 == 0:  # the quantile, not on every result
-                self.deadline = adaptive_deadline(self._recent, self._adaptive)
-                self._policy = GatherPolicy(self.deadline, self.timeout, self.on_insufficient)
-        if b.on_early is not None and ev.slot in self._direct:
-            for k in early_inputs([ev.slot], self._direct, b.early_done):
-                b.early_done.add(k)
-                rows = [r * self.scheme.n_inputs + k for r in range(b.size)]
-                self._early_settle.append((b.on_early, rows, b.results[ev.slot], b.index))
-
-    def _restart(self, w, why, now):
-        """Erase the worker's unfinished tasks and replace it: only the executor restarts workers."""
-        self._lose_worker(w, why, now)
-        self._queues[w].restarting(now)
-        try:
-            self._backend.restart(w)
-        except Exception:  # the worker stays lost; its tasks are erasures
-            log.exception("restarting a worker failed", extra={"worker": w})
-
-    def _lose_worker(self, w, why, now):
-        for batch, slot in self._queues[w].clear():
-            b = self._batches.get(batch)
-            if b is not None and b.outstanding.get(slot) == w:
-                del b.outstanding[slot]
-                b.erase(slot, w, why)
-                self.stats["erasures"] += 1
-
-    def _check_hangs(self, now):
-        for w, q in enumerate(self._queues):
-            if q.starting and now - q.starting_since > self.restart_timeout:
-                self.stats["slow_restarts"] += 1
-                log.warning("restarted worker not ready; restarting again", extra={"worker": w})
-                self._restart(w, f"not ready {self.restart_timeout:g} s after a restart", now)
-            elif not q.starting and q.head_since is not None and now - q.head_since > self.hang_timeout \
-                    and not self._open_head(q):
-                self.stats["hangs"] += 1
-                log.warning("worker hung; restarting", extra={"worker": w})
-                self._restart(w, f"hung > {self.hang_timeout:g} s", now)
-
-    def _late_open_batches(self, batches, now) -> list[int]:
-        """Open batches (direct dispatch) with an early task still out past the deadline:
-        closing them now sends the parity tasks that can stand in for it."""
-        if self.deadline is None:
-            return []
-        return [b.index for b in batches if b.t0 is None
-                and any(now - b.sent_at[s] > self.deadline for s in b.outstanding if s in b.sent_at)]
-
-    def _open_head(self, q) -> bool:
-        """Whether the worker's current task belongs to an open batch (not timed until it closes)."""
-        b = self._batches.get(q.tasks[0][0]) if q.tasks else None
-        return b is not None and b.t0 is None
-
-    def _decodable(self, slots) -> bool:
-        if self.n_min is not None:
-            return len(slots) >= self.n_min
-        return self.scheme.can_decode(slots)
-
-    def _covers(self, slots, outstanding) -> bool:
-        """Whether a decode from ``slots`` answers every input the outstanding tasks could answer."""
-        if not slots or not outstanding:
-            return True
-        now, later = self.scheme.available(slots), self.scheme.available(sorted(set(slots) | set(outstanding)))
-        return bool(np.all(now | ~later))
-
-    def _step(self, b, now):
-        """Measure the batch, ask the policy, act; returns (future, value) to settle, if any."""
-        if b.t0 is None:  # open (direct dispatch): its clock starts when it closes
-            return None
-        usable = b.usable(self._out_shape)
-        slots = sorted(usable)
-        redispatching = self.on_insufficient == "redispatch"
-        missing = b.missing_slots(self.scheme.n_workers) if redispatching else []
-        decodable = self._decodable(slots)
-        state = GatherState(
-            elapsed=now - b.t0,
-            enough=len(slots) >= self.n_wait or self.scheme.is_complete(slots),
-            decodable=decodable,
-            reachable=self._decodable(slots + list(b.outstanding)),
-            outstanding=len(b.outstanding),
-            can_redispatch=any(self._helpers(b, s) for s in missing),
-            covers=not decodable or self._covers(slots, b.outstanding),  # only read of a decodable set
-            # direct dispatch: the deadline counts from the latest send among the tasks still out
-            waited=(now - max(b.sent_at.get(s, b.t0) for s in b.outstanding)
-                    if b.sent_at and b.outstanding else None),
-        )
-        action = decide(state, self._policy)
-        if action.kind == "decode":
-            return self._begin_decode(b, usable)
-        if action.kind == "fail":
-            return self._fail(b, action.reason)
-        if action.kind == "redispatch":
-            self._redispatch(b, missing, now)
-        return None
-
-    def _helpers(self, b, slot):
-        """Workers to re-send ``slot`` to (running the model it needs): those that
-        answered this batch, fastest first, then idle ones."""
-        same = {w for w in range(self.scheme.n_workers) if self._models[w] == self._models[slot]}
-        fastest = sorted(b.latencies, key=b.latencies.get)
-        answered = list(dict.fromkeys(b.answered_by[s] for s in fastest if b.answered_by[s] in same))
-        idle = [w for w in sorted(same) if not self._queues[w].tasks and w not in answered]
-        return [w for w in answered if not self._queues[w].tasks] + idle or answered
-
-    def _redispatch(self, b, missing, now):
-        for i, slot in enumerate(missing):
-            helpers = self._helpers(b, slot)
-            if not helpers:
-                continue
-            w = helpers[i % len(helpers)]
-            b.redispatched.add(slot)
-            b.failed.pop(slot, None)
-            self.stats["redispatched"] += 1
-            self._dispatch(b, slot, w, TaskFault(), now)
-
-    def _retire(self, b):
-        del self._batches[b.index]
-        for w in set(b.outstanding.values()) - {_AT_MASTER}:  # ask workers to drop what still runs
-            self._backend.cancel(w, b.index)
-        b.coded = None
-
-    def _begin_decode(self, b, usable) -> _DecodeJob:
-        """Retire the batch and take what its decode needs (the lock held); the decode itself
-        runs outside the lock (:meth:`_run_decodes`), so that submitters, event handling on
-        other batches' futures and readers of the stats never wait for a slow decode."""
-        slots = np.array(sorted(usable), dtype=np.int64)
-        for s in set(b.results) - set(usable):
-            b.erase(s, s, f"wrong shape {b.results[s].shape}")
-        self._retire(b)
-        decoder = self.scheme if self._calibrator is None else self._calibrator.decoder
-        return _DecodeJob(b, slots, [usable[s] for s in slots], decoder)
-
-    def _run_decodes(self, settle) -> list:
-        """Carry out the decode jobs among ``settle`` (no lock held), then count them (the lock
-        held once); returns every (future, value) to settle."""
-        if not any(isinstance(item, _DecodeJob) for item in settle):
-            return settle
-        done = {i: self._decode_or_why(job) for i, job in enumerate(settle) if isinstance(job, _DecodeJob)}
-        with self._lock:
-            return [self._account(item, done[i]) if i in done else item for i, item in enumerate(settle)]
-
-    def _decode_or_why(self, job) -> BatchResult | str:
-        try:
-            return self._decode(job)
-        except Exception as exc:  # a scheme's bug fails this batch, not the dispatcher
-            log.exception("decode failed", extra={"batch": job.batch.index})
-            return f"internal error: {exc!r}"
-
-    def _decode(self, job) -> BatchResult | str:
-        """Decode one retired batch (no lock held): its result, or why it failed."""
-        b, slots = job.batch, job.slots
-        t0 = time.monotonic()
-        Y = np.stack(job.outputs)  # (|F|, B, *out_shape)
-        try:
-            outputs, missing, info, est = decode_stacked(job.decoder, Y, slots, b.size)
-        except (InsufficientReturnsError, ValueError, np.linalg.LinAlgError) as exc:
-            return f"decode failed: {exc}"
-        rmse, p90 = info.get("rmse"), info.get("rmse_p90")
-        refused = ()
-        if self.max_error is not None:
-            if p90 is not None:  # per input: refuse only those whose own bound is too high
-                refused = tuple(int(k) for k in np.flatnonzero(~(np.asarray(p90) ** 2 <= self.max_error)))
-                if refused:
-                    outputs = outputs.copy()
-                    outputs[list(refused)] = np.nan
-            elif est is not None and not est <= self.max_error:
-                return f"decoder's error estimate {est:.3g} above max_error {self.max_error:g}"
-        flagged = tuple(int(s) for s in info.get("flagged", ()))
-        res = BatchResult(
-            batch=b.index, outputs=outputs, missing=missing, returned=tuple(int(s) for s in slots),
-            failed=dict(b.failed), latencies={int(s): b.latencies[s] for s in slots},
-            compute_seconds={int(s): b.compute_seconds[s] for s in slots}, micro_batch=b.size,
-            wall_time=time.monotonic() - b.t0 + b.encode_time, encode_time=b.encode_time,
-            decode_time=time.monotonic() - t0, error_estimate=None if est is None else float(est),
-            decode_info=info, flagged=flagged, trusted=len(slots) - len(flagged) >= self.scheme.trusted_returns,
-            rmse=None if rmse is None else np.asarray(rmse, dtype=np.float64),
-            rmse_p90=None if p90 is None else np.asarray(p90, dtype=np.float64), refused=refused,
-            max_error=self.max_error,
-        )
-        if self._calibrator is not None and not res.flagged:  # scored off the dispatcher, at a bounded share
-            self._calibrator.offer(Y, slots)
-        return res
-
-    def _account(self, job, res):
-        """Count a decode's outcome (the lock held); returns the (future, value) to settle."""
-        b, slots = job.batch, job.slots
-        if isinstance(res, str):
-            return self._failure(b, res)
-        if self._out_shape is None:
-            self._out_shape = job.outputs[0].shape[1:]
-        self.stats["batches"] += 1
-        self.stats["refused_inputs"] += len(res.refused)
-        if res.flagged:
-            self.stats["flagged"] += len(res.flagged)
-        self.returned_counts[len(slots)] += 1
-        self.timings["batches"] += 1
-        self.timings["encode"] += res.encode_time
-        self.timings["decode"] += res.decode_time
-        self.timings["compute"] += sum(res.compute_seconds.values())
-        log.debug("batch decoded", extra={"batch": b.index, "returned": len(slots), "failed": len(b.failed)})
-        return b.future, res
-
-    def _fail(self, b, reason):
-        self._retire(b)
-        return self._failure(b, reason)
-
-    def _failure(self, b, reason):
-        """The failure of a retired batch (the lock held)."""
-        self.stats["failed_batches"] += 1
-        n_required = self.n_min if self.n_min is not None else self.scheme.trusted_returns
-        err = BatchFailedError(b.index, b.failed, len(b.usable(self._out_shape)), n_required, reason)
-        log.warning("batch failed", extra={"batch": b.index, "reason": reason})
-        return b.future, err
-
-
-class _DecodeJob(NamedTuple):
-    """A retired batch to decode outside the lock: its returned slots (sorted), their outputs,
-    each of shape (B, *out_shape), and the decoder in use when it was retired."""
-
-    batch: BatchState
-    slots: np.ndarray
-    outputs: list
-    decoder: object
 
 
 def _self_calibration(self_calibrate, scheme):
@@ -1286,18 +950,6 @@ def _same_model(X):  # a marker: which workers would run something other than th
     raise NotImplementedError
 
 
-def direct_slots(scheme) -> dict[int, int]:
-    """Slot -> the input it carries unchanged: every worker of replication and
-    uncoded, workers 0..K-1 of a systematic code (GCC, LeTCC, BACC with
-    ``worker_points="systematic"``, ParM); empty otherwise."""
-    assignment = getattr(scheme, "assignment", None)
-    if assignment is not None:
-        return {n: int(k) for n, k in enumerate(assignment)}
-    if getattr(scheme, "systematic", False):
-        return {k: k for k in range(scheme.n_inputs)}
-    return {}
-
-
 class _DirectDispatch:
     """The executor's side of a :class:`~gencc.runtime.stream.ColumnBatcher`."""
 
@@ -1324,15 +976,6 @@ class _EarlyRows(dict):
             self.cond.notify_all()
 
 
-def _settle_early(items):
-    """Run the early-answer callbacks (the caller's code) outside the lock; one failing stops no other."""
-    for callback, rows, outputs, batch in items:
-        try:
-            callback(rows, outputs, batch)
-        except Exception:
-            log.exception("an early-answer callback failed")
-
-
 def _settle(pairs):
     """Resolve futures outside the executor's lock (their callbacks are the caller's code)."""
     for fut, value in pairs:
@@ -1340,27 +983,3 @@ def _settle(pairs):
             fut.set_exception(value)
         else:
             fut.set_result(value)
-
-
-def _lifted(y):
-    """A single coded input's output as a batch of one (left as is if not numeric)."""
-    try:
-        return np.asarray(y, dtype=np.float64)[None]
-    except (TypeError, ValueError):
-        return y
-
-
-def _output_problem(y, size, out_shape) -> str | None:
-    """Why a worker's output on a task of ``size`` coded inputs is an erasure,
-    or None if it is usable (shape (size, *out_shape); out_shape once known)."""
-    try:
-        arr = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError):
-        return f"non-numeric output ({type(y).__name__})"
-    if not np.all(np.isfinite(arr)):
-        return "nan/inf output"
-    if arr.ndim == 0 or arr.shape[0] != size:
-        return f"wrong shape {arr.shape}, expected ({size}, ...): one output per coded input"
-    if out_shape is not None and arr.shape[1:] != out_shape:
-        return f"wrong shape {arr.shape}, expected {(size, *out_shape)}"
-    return None
