@@ -111,11 +111,11 @@ def test_map_with_micro_batches_answers_each_bad_input_by_itself():
 
 
 def test_map_of_an_array_cuts_it_into_batches_and_answers_its_bad_rows_by_themselves(monkeypatch):
-    import gencc.runtime.executor as executor_module
+    import gencc.runtime.ordered_map as map_module
 
     per_row = []  # inputs that went through the row-by-row check
-    check = executor_module.check_input
-    monkeypatch.setattr(executor_module, "check_input", lambda x, i, shape: per_row.append(i) or check(x, i, shape))
+    check = map_module.check_input
+    monkeypatch.setattr(map_module, "check_input", lambda x, i, shape: per_row.append(i) or check(x, i, shape))
     X = RNG.uniform(-1, 1, size=(15, 2))
     X[5, 1], X[11, 0] = np.nan, -np.inf  # in two different batches of 6; the last batch, 3 rows, is padded
     with np.errstate(invalid="ignore"):  # the NaN and Inf rows: never sent, compared only where finite
@@ -806,3 +806,51 @@ def test_the_readmes_serving_choices_run_as_written_and_answer_every_request():
     exact = np.array([fut.info.exact for fut in futs])
     assert exact.any()  # no worker is slow here: the systematic workers answer their own inputs
     np.testing.assert_allclose(got[exact], f(X[exact]), rtol=1e-12)
+
+
+# -- map: bounded lookahead, and what is left is abandoned when the caller stops -----------------------
+def _answer_when_sent(be, batch, output, n_tasks):
+    """A worker stand-in: once ``n_tasks`` tasks of ``batch`` are sent, answer each with ``output(task)``."""
+    def run():
+        for _ in range(3000):  # bounded: 30 s
+            tasks = [(w, t) for w, t in list(be.sent) if t.batch == batch]
+            if len(tasks) >= n_tasks:
+                with be.lock:
+                    be.events.extend(TaskResult(w, t.batch, t.slot, output(t), 0.0) for w, t in tasks)
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("kind", ["coded", "hedged"])
+def test_map_reads_ahead_at_most_max_in_flight_batches_and_abandons_them_when_the_caller_stops(kind):
+    be = FakeBackend(4)
+    if kind == "coded":  # Replication(2, 4): batches of K = 2 inputs, every worker gets one task
+        ex = CodedExecutor("unused", gencc.Replication(2, 4), be, timeout=60, max_in_flight=2)
+        per_batch, n_tasks, answer = 2, 4, (lambda t: t.x)
+    else:  # one input a group, one copy each (no hedge within the test)
+        ex = HedgedExecutor("unused", 4, be, hedge_delay=60.0, timeout=60, max_in_flight=2)
+        per_batch, n_tasks, answer = 1, 1, (lambda t: t.x)
+    read = []
+
+    def inputs():
+        for i in range(100):
+            read.append(i)
+            yield np.full(1, float(i + 1))
+
+    try:
+        gen = ex.map(inputs())
+        worker = _answer_when_sent(be, 0, answer, n_tasks)
+        assert next(gen) == pytest.approx([1.0])
+        worker.join(timeout=30)
+        assert len(read) <= 2 * per_batch + 1  # the lookahead: two batches, and the input that would start a third
+        gen.close()  # the caller stops: the batch still out is abandoned, its tasks cancelled, nothing more is read
+        n_read = len(read)
+        assert ex.stats["abandoned_batches" if kind == "coded" else "abandoned"] == 1
+        assert {b for _, b in be.cancelled} == {1}
+        assert max(t.batch for _, t in be.sent) == 1 and len(read) == n_read
+    finally:
+        ex.shutdown(wait=False)

@@ -402,6 +402,18 @@ class Coordinator:
         out.append(self._failure(b, reason))
         return out
 
+    def abandon(self, futures, reason) -> list:
+        """Retire the batches whose future is among ``futures`` (nobody waits for them any more):
+        cancels for their workers, and each future failed with ``reason``; counted in
+        ``stats["abandoned_batches"]``, not as failed batches."""
+        wanted = set(futures)
+        out = []
+        for b in [b for b in self.batches.values() if b.future in wanted]:
+            out += self._retire(b)
+            self.stats["abandoned_batches"] += 1
+            out.append(Resolve(b.future, BatchFailedError(b.index, b.failed, len(b.results), 0, reason)))
+        return out
+
     def fail_all(self, reason) -> list:
         """Fail every batch in flight (shutdown, or a dispatcher that died)."""
         return [i for b in list(self.batches.values()) for i in self.fail(b, reason)]

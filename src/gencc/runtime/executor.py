@@ -14,23 +14,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, deque
-from concurrent.futures import CancelledError, Future
+from collections import Counter
+from concurrent.futures import Future
 
 import numpy as np
 
-from .._validation import check_batch, check_choice, check_input, check_int, check_nonnegative
-from ..errors import BatchFailedError, ErrorBoundExceededError, InvalidInputError, MissingOutputsError
+from .._validation import check_batch, check_choice, check_int, check_nonnegative
 from ..schemes.base import CodingScheme
-from .batch import BatchResult
 from .calibrator import BackgroundCalibrator
 from .coordinator import (AnswerEarly, Cancel, CloseEarly, Coordinator, Decode, Resolve, Restart, Send, SendFailed,
                           direct_slots)
 from .decoding import decode_batch
 from .events import WorkerDied, WorkerReady
-from .futures import CallbackFuture, when_done
+from .futures import CallbackFuture
 from .gather import ON_INSUFFICIENT, PLACEMENTS, AdaptiveDeadline
 from .microbatch import encode_stacked
+from .ordered_map import ordered_map
 from .request import RequestFuture
 from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor
 
@@ -497,14 +496,14 @@ class CodedExecutor(StreamingExecutor):
         Parameters
         ----------
         inputs : iterable of array_like, each of shape in_shape, or ndarray of shape (n, *in_shape)
-            Any number of inputs, in batches of ``micro_batch * K``; the last
-            batch is padded to a multiple of K (padding is dropped). A plain
-            ndarray of real numbers is cut into batches whole: one copy and one
-            vectorised finiteness check per batch, no Python work per row.
-            An input that cannot be computed (NaN, Inf, complex, non-numeric,
-            a shape unlike the first input's) gets an
-            :class:`~gencc.errors.InvalidInputError` of its own and is left out
-            of its batch; every other input is answered.
+            Any number of inputs, read as they are needed, in batches of
+            ``micro_batch * K``; the last batch is padded to a multiple of K
+            (padding is dropped). A plain ndarray of real numbers is cut into
+            batches whole: one copy and one vectorised finiteness check per
+            batch, no Python work per row. An input that cannot be computed
+            (NaN, Inf, complex, non-numeric, a shape unlike the first input's)
+            gets an :class:`~gencc.errors.InvalidInputError` of its own and is
+            left out of its batch; every other input is answered.
         return_exceptions : bool
             Yield an input's exception in its place instead of raising it.
         progress : bool
@@ -516,186 +515,38 @@ class CodedExecutor(StreamingExecutor):
         Yields
         ------
         ndarray, shape out_shape (or an exception with ``return_exceptions``)
+
+        Notes
+        -----
+        At most ``max_in_flight`` batches are submitted and not yet yielded
+        (a bounded lookahead: the next inputs are read only as the first
+        answers are taken). When the caller stops iterating (``break``,
+        ``close()``, or an input's error raised), the batches still in flight
+        are abandoned: their workers are told to drop them and
+        ``stats["abandoned_batches"]`` counts them. Built on the same batch
+        submit as :meth:`submit` (:func:`~gencc.runtime.ordered_map.ordered_map`,
+        shared with :meth:`HedgedExecutor.map <gencc.runtime.HedgedExecutor.map>`).
         """
         K = self.scheme.n_inputs
-        size = self.micro_batch * K
-        end = None if timeout is None else time.monotonic() + check_nonnegative(timeout, "timeout")
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+        return ordered_map(self._map_submit, inputs, size=self.micro_batch * K, pad_to=K,
+                           max_in_flight=self.max_in_flight, early=bool(self._coord.direct), abandon=self._abandon,
+                           wait_s=self.timeout + 30.0, return_exceptions=return_exceptions, progress=progress,
+                           timeout=timeout)
 
-            bar = tqdm(desc="gencc map", unit="input")
-        pending: deque = deque()  # per input, in order: an exception, or [batch future (or its
-        # InvalidInputError), row, early answers]
-        chunk = None  # the next batch's buffer, shape (size, *in_shape): each input is copied in when read
-        n_chunk = 0
-        chunk_refs: list[list] = []
-        chunk_index: list[int] = []
-        rows_left: dict = {}  # batch future -> its inputs not yet yielded (len: batches in flight)
-        finished: dict = {}  # batch future -> its result or exception, once it has ended
-        ended: set = set()  # batch futures that have ended (added by their done callback: no lock to ask)
-        in_shape = None
+    def _map_submit(self, X, on_early):
+        """One of ``map``'s batches: X is its own buffer (no copy)."""
+        with self._shutdown_lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to an executor that was shut down")
+        return self._submit_batch(X, closing_ok=False, on_early=on_early)
 
-        def flush(stacked, chunk_refs, indices):
-            """Submit ``stacked``, shape (n, *in_shape), the inputs of ``chunk_refs``, whose
-            positions in the stream are ``indices`` (a sequence of n ints)."""
-            ended.intersection_update(rows_left)  # forget batches whose every row was yielded
-            # finiteness of the inputs that took a fast path, checked for the whole chunk at once
-            finite = np.isfinite(stacked.reshape(len(stacked), -1)).all(axis=1)
-            refs = chunk_refs
-            if not finite.all():
-                for i in np.flatnonzero(~finite):
-                    chunk_refs[i][0] = InvalidInputError(f"input {indices[i]} contains NaN or Inf", index=indices[i])
-                stacked = stacked[finite]
-                refs = [r for r, ok in zip(chunk_refs, finite) if ok]
-            n_real = len(refs)
-            if not n_real:
-                return
-            pad = -(-n_real // K) * K - n_real
-            if pad:
-                stacked = np.concatenate([stacked, np.repeat(stacked[-1:], pad, axis=0)])
-            early = _EarlyRows()  # row -> output answered before the decode (filled by the dispatcher)
-            with self._shutdown_lock:
-                if self._shutdown:
-                    raise RuntimeError("cannot submit to an executor that was shut down")
-            fut = self._submit_batch(stacked, closing_ok=False, on_early=early.update_rows)
-            when_done(fut, early.wake)  # the runtime's bookkeeping: in the dispatcher, no thread hop
-            when_done(fut, ended.add)
-            rows_left[fut] = n_real
-            for row, ref in enumerate(refs):
-                ref[0], ref[1] = fut, row
-                ref[2] = early
-
-        def outcome(fut, ask=False):
-            """The batch's BatchResult or exception once it has ended, else None; kept, so
-            that the rows after the first cost no lock. ``ask`` also asks the future itself
-            (a lock): a waiter woken by the future can run before its done callbacks have."""
-            if isinstance(fut, BaseException):  # an input failed before it reached a batch
-                return fut
-            got = finished.get(fut)
-            if got is None and (fut in ended or (ask and fut.done())):
-                try:
-                    got = fut.result(timeout=0)
-                except Exception as exc:  # noqa: BLE001 - handed to the rows of this batch
-                    got = exc
-                finished[fut] = got
-            return got
-
-        def row_done(fut):
-            if fut in rows_left:
-                rows_left[fut] -= 1
-                if not rows_left[fut]:
-                    del rows_left[fut]
-                    finished.pop(fut, None)
-
-        def drain_one():
-            item = pending.popleft()
-            if bar is not None:
-                bar.update(1)
-            if not isinstance(item, list):
-                return item
-            fut, k, early = item
-            got = outcome(fut)
-            if got is None and k not in early:
-                left = None if end is None else max(0.0, end - time.monotonic())
-                wait_s = self.timeout + 30.0 if left is None else left
-                if isinstance(early, _EarlyRows):  # the row may be answered before its batch is decoded
-                    with early.cond:
-                        early.cond.wait_for(lambda: k in early or fut.done(), timeout=wait_s)
-                else:
-                    try:
-                        fut.exception(timeout=wait_s)
-                    except (TimeoutError, CancelledError):
-                        pass
-                got = outcome(fut, ask=True)
-                if got is None and k not in early:
-                    row_done(fut)
-                    if end is not None:
-                        raise TimeoutError("no answer from the executor within the map's timeout")
-                    return TimeoutError(f"no answer from the executor within {wait_s:g} s")
-            row_done(fut)
-            if k in early:  # answered before its batch was decoded
-                return early[k]
-            if isinstance(got, (BatchFailedError, MissingOutputsError, InvalidInputError)):
-                return got
-            if isinstance(got, BaseException):
-                raise got
-            try:
-                return got.output(k)
-            except (MissingOutputsError, ErrorBoundExceededError) as exc:
-                return exc
-
-        def drain_run():
-            """The next answers in order: every consecutive row of a decoded batch at once
-            (no per-row locks or calls), else the next one."""
-            item = pending[0]
-            if isinstance(item, list) and item[0] is not None:
-                fut, _, early = item
-                got = outcome(fut)
-                if isinstance(got, BatchResult) and not early and not got.missing and not got.refused:
-                    out, rows = got.outputs, []
-                    while pending and isinstance(pending[0], list) and pending[0][0] is fut:
-                        rows.append(pending.popleft()[1])
-                    rows_left[fut] -= len(rows)
-                    if not rows_left[fut]:
-                        del rows_left[fut]
-                        finished.pop(fut, None)
-                    if bar is not None:
-                        bar.update(len(rows))
-                    return [out[k] for k in rows]
-            return [drain_one()]
-
-        def emit(value):
-            if isinstance(value, BaseException) and not return_exceptions:
-                raise value
-            return value
-
-        def drain_ready():
-            while pending and (not isinstance(pending[0], list) or (
-                    pending[0][0] is not None and (pending[0][1] in pending[0][2] or outcome(pending[0][0])
-                                                   is not None or len(rows_left) >= self.max_in_flight))):
-                yield from drain_run()
-
-        whole = _real_array(inputs)
-        try:
-            if whole:  # whole chunks: no per-row checks or stacking
-                for first in range(0, len(inputs), size):
-                    stacked = np.array(inputs[first:first + size], dtype=np.float64)  # a copy: inputs may change
-                    refs = [[None, row, {}] for row in range(len(stacked))]
-                    pending.extend(refs)
-                    flush(stacked, refs, range(first, first + len(stacked)))
-                    for value in drain_ready():
-                        yield emit(value)
-            for index, x in enumerate(() if whole else inputs):
-                # fast path: a float64 array of the known shape (finiteness is checked per chunk)
-                if not (type(x) is np.ndarray and x.dtype == np.float64 and x.shape == in_shape):
-                    try:
-                        x, in_shape = check_input(x, index, in_shape)
-                    except InvalidInputError as exc:
-                        pending.append(exc)
-                        x = None
-                if x is not None:
-                    if chunk is None:
-                        chunk = np.empty((size, *in_shape))
-                    chunk[n_chunk] = x  # the snapshot: the caller may refill x once the generator resumes
-                    ref = [None, n_chunk, {}]  # batch future, row, early answers
-                    n_chunk += 1
-                    chunk_refs.append(ref)
-                    chunk_index.append(index)
-                    pending.append(ref)
-                    if n_chunk == size:
-                        flush(chunk, chunk_refs, chunk_index)
-                        chunk, n_chunk, chunk_refs, chunk_index = None, 0, [], []
-                for value in drain_ready():
-                    yield emit(value)
-            if n_chunk:
-                flush(chunk[:n_chunk], chunk_refs, chunk_index)
-            while pending:
-                for value in drain_run():
-                    yield emit(value)
-        finally:
-            if bar is not None:
-                bar.close()
+    def _abandon(self, futures):
+        """Drop the batches of ``futures`` still in flight (``map``'s caller stopped iterating):
+        their workers are told to cancel them, and the futures fail."""
+        with self._lock:
+            rest = self._send(self._coord.abandon(futures, "abandoned: the map's caller stopped iterating"),
+                              time.monotonic())
+        self._finish(rest)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False):
         """Stop the dispatcher and every worker.
@@ -940,12 +791,6 @@ def _calibrated(scheme, model, calibration):
     return scheme.calibrate(build_model(model), calibration["X"], calibration["stragglers"], **opts)
 
 
-def _real_array(inputs) -> bool:
-    """Whether ``map`` may cut ``inputs`` into batches whole: an ndarray of real numbers with a
-    row axis (anything else goes row by row through :func:`check_input`)."""
-    return type(inputs) is np.ndarray and inputs.ndim >= 1 and inputs.dtype.kind in "biuf"
-
-
 def _same_model(X):  # a marker: which workers would run something other than the model
     raise NotImplementedError
 
@@ -955,25 +800,6 @@ class _DirectDispatch:
 
     def __init__(self, ex):
         self.open, self.send, self.close = ex._open_batch, ex._send_column, ex._close_batch
-
-
-class _EarlyRows(dict):
-    """Row -> output answered early, for :meth:`CodedExecutor.map`; ``cond`` wakes the
-    caller waiting for a row when the row or its whole batch is answered."""
-
-    def __init__(self):
-        super().__init__()
-        self.cond = threading.Condition()
-
-    def update_rows(self, rows, outputs, _batch=None):
-        with self.cond:
-            for i, r in enumerate(rows):
-                self[r] = np.array(outputs[i], copy=True)
-            self.cond.notify_all()
-
-    def wake(self, _future=None):
-        with self.cond:
-            self.cond.notify_all()
 
 
 def _settle(pairs):

@@ -22,17 +22,18 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._validation import check_batch, check_choice, check_int, check_nonnegative
-from ..errors import BatchFailedError, InvalidInputError
+from ..errors import BatchFailedError
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
 from .gather import PLACEMENTS, AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
 from .futures import CallbackFuture
+from .ordered_map import ordered_map
 from .request import EXACT, AnswerInfo, RequestFuture
 from .stream import RequestBatcher, StreamingExecutor
 
@@ -121,19 +122,23 @@ class HedgedExecutor(StreamingExecutor):
         goes only to an idle worker, and waits at the master (oldest request
         first) until one is; a request is failed only at ``timeout``. Either
         way the hedge delay counts from the first copy's send.
+    max_in_flight : int, optional
+        Groups ``map`` keeps submitted and not yet yielded (default
+        ``2 * n_workers``: every worker busy with one and the next queued).
 
     Attributes
     ----------
     stats : collections.Counter
         ``requests`` (groups), ``answered``, ``failed``, ``hedged`` (backups
         sent), ``backup_won``, ``cancelled`` (losing copies cancelled),
-        ``late_results`` (losers that finished anyway).
+        ``late_results`` (losers that finished anyway), ``abandoned`` (groups
+        still pending when ``map``'s caller stopped iterating).
     """
 
     _SWEEP_S = 0.002
 
     def __init__(self, model, n_workers, backend="local", *, micro_batch=1, batch_window=0.005, hedge_delay=None,
-                 max_copies=2, timeout=30.0, faults=None, backend_options=None, placement="pinned"):
+                 max_copies=2, timeout=30.0, faults=None, backend_options=None, placement="pinned", max_in_flight=None):
         from .executor import CodedExecutor
 
         self.n_workers = check_int(n_workers, "n_workers")
@@ -154,6 +159,7 @@ class HedgedExecutor(StreamingExecutor):
             self._rule = None
             self.hedge_delay = check_nonnegative(hedge_delay, "hedge_delay")
         self.faults = faults
+        self.max_in_flight = 2 * self.n_workers if max_in_flight is None else check_int(max_in_flight, "max_in_flight")
         self.placement = check_choice(placement, "placement", PLACEMENTS)
         self._recent = deque(maxlen=self._rule.window if self._rule else 1)
         self._backend = CodedExecutor._make_backend(backend, model, self.n_workers, backend_options or {})
@@ -230,23 +236,38 @@ class HedgedExecutor(StreamingExecutor):
                 raise RuntimeError("cannot submit to an executor that was shut down")
         return self._put_request(x)
 
-    def map(self, inputs, *, return_exceptions=False, timeout=None):
-        """f on every input, in order (through :meth:`submit_one`).
+    def map(self, inputs, *, return_exceptions=False, progress=False, timeout=None):
+        """f on every input, in order, in groups of ``micro_batch``, hedged.
 
-        An input that fails (invalid, or its group failed) raises its error when
-        reached, or, with ``return_exceptions``, yields it in its place.
+        The same function as :meth:`CodedExecutor.map <gencc.runtime.CodedExecutor.map>`
+        (:func:`~gencc.runtime.ordered_map.ordered_map`): inputs read as they
+        are needed, at most ``max_in_flight`` groups submitted and not yet
+        yielded, an invalid input failed on its own, and the groups still in
+        flight abandoned (their copies cancelled) when the caller stops
+        iterating. An input that fails (invalid, or its group failed) raises
+        its error when reached, or, with ``return_exceptions``, yields it in
+        its place.
         """
-        futs = [self.submit_one(x) for x in inputs]
-        end = None if timeout is None else time.monotonic() + timeout
-        for f in futs:
-            left = None if end is None else max(0.0, end - time.monotonic())
-            if not return_exceptions:
-                yield f.result(timeout=left)
-                continue
-            try:
-                yield f.result(timeout=left)
-            except (BatchFailedError, InvalidInputError, CancelledError) as exc:
-                yield exc
+        return ordered_map(self._map_submit, inputs, size=self.micro_batch, max_in_flight=self.max_in_flight,
+                           abandon=self._abandon, wait_s=self.timeout + 30.0, return_exceptions=return_exceptions,
+                           progress=progress, timeout=timeout, desc="gencc hedged map")
+
+    def _map_submit(self, X, _on_early):
+        with self._lock:
+            if self._closing:
+                raise RuntimeError("cannot submit to an executor that was shut down")
+        return self._submit(X, copy=False)
+
+    def _abandon(self, futures):
+        """Drop the groups of ``futures`` still pending (``map``'s caller stopped): copies cancelled."""
+        wanted, settle = set(futures), []
+        with self._lock:
+            for req in [r for r in self._reqs.values() if r.future in wanted]:
+                settle += self._end(req, BatchFailedError(req.index, {}, 0, 1, "abandoned: the map's caller "
+                                                                               "stopped iterating"), "abandoned")
+        for fut, value in settle:
+            if not fut.done():
+                fut.set_exception(value)
 
     def shutdown(self, wait: bool = True):
         """Stop: dispatch the requests in the window (``wait``), let pending ones end (each within
@@ -350,13 +371,13 @@ class HedgedExecutor(StreamingExecutor):
                 return self._end(req, BatchFailedError(req.index, {}, 0, 1, "no worker could take it"))
         return []
 
-    def _end(self, req, value):
+    def _end(self, req, value, outcome=None):
         self._reqs.pop(req.index, None)
         for w in req.holders:  # the losers
             self._backend.cancel(w, req.index)
             self.stats["cancelled"] += 1
         req.holders.clear()
-        self.stats["failed" if isinstance(value, BaseException) else "answered"] += 1
+        self.stats[outcome or ("failed" if isinstance(value, BaseException) else "answered")] += 1
         return [(req.future, value)]
 
     def _handle(self, ev, now):
