@@ -26,6 +26,7 @@ import numpy as np
 
 import gencc
 from gencc import ridge
+from gencc.ridge import common as ridge_common
 from gencc.kernels import Matern, Sobolev2
 from gencc.ridge import KernelRidge
 from _timing import best_time
@@ -77,12 +78,12 @@ def gcc_default(Ns, dense_max, m, rng):
         ta = best_time(lambda: scheme.decode(Y[returned], returned), budget=0.5, max_runs=10)
         td = np.nan
         if N <= dense_max:
-            saved = ridge.FAST_MIN_N, ridge.FAST_MIN_N_SELECT
-            ridge.FAST_MIN_N = ridge.FAST_MIN_N_SELECT = 10**12
+            saved = ridge_common.FAST_MIN_N, ridge_common.FAST_MIN_N_SELECT
+            ridge_common.FAST_MIN_N = ridge_common.FAST_MIN_N_SELECT = 10**12
             try:
                 td = best_time(lambda: scheme.decode(Y[returned], returned), budget=0.5, max_runs=5)
             finally:
-                ridge.FAST_MIN_N, ridge.FAST_MIN_N_SELECT = saved
+                ridge_common.FAST_MIN_N, ridge_common.FAST_MIN_N_SELECT = saved
         rows.append((N, ta))
         print(f"{N:>6} {returned.size:>6} {mm * 1e6:>10.1f} {td * 1e3:>10.2f} {ta * 1e3:>10.2f} "
               f"{td / mm:>10.0f} {ta / mm:>10.0f}")

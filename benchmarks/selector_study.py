@@ -147,13 +147,13 @@ def run_setting(wl, kind, K, N, rounds):
         ci = 0
         for name, s in ALL_KERNELS:
             for row in ridge_path(t, Yc, make_kernel(name, s), LAMS, targets=alpha, blocks=blocks + wblocks):
-                loo = (row["c"] / row["a"][:, None]) ** 2
-                preds[ci] = row["pred"]
+                loo = (row.c / row.a[:, None]) ** 2
+                preds[ci] = row.pred
                 score["loo"][ci] = loo.reshape(t.size, len(rs), m).mean(axis=(0, 2))
                 score["near"][ci] = loo[near].reshape(near.size, len(rs), m).mean(axis=(0, 2))
-                gap = row["block"][:nb] ** 2 if blocks else loo
+                gap = row.block[:nb] ** 2 if blocks else loo
                 score["gap"][ci] = gap.reshape(gap.shape[0], len(rs), m).mean(axis=(0, 2))
-                gap = row["block"][nb:] ** 2 if wblocks else loo
+                gap = row.block[nb:] ** 2 if wblocks else loo
                 score["gapw"][ci] = gap.reshape(gap.shape[0], len(rs), m).mean(axis=(0, 2))
                 ci += 1
         assert ci == n_cfg

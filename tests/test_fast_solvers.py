@@ -6,6 +6,9 @@ from scipy.interpolate import make_smoothing_spline
 
 import gencc
 from gencc import ridge
+from gencc.ridge import common as ridge_common
+from gencc.ridge.dense import _DenseSolver
+from gencc.ridge.fast import _sobolev_scale
 from gencc.kernels import Gaussian, Matern, Sobolev2
 from gencc.ridge import KernelRidge, hole_blocks, ridge_path, select_ridge
 
@@ -119,20 +122,20 @@ def test_ridge_path_rows_match_dense(kernel, relative):
     fast = ridge_path(t, Y, kernel, lams, solver="fast", **kw)
     dense = ridge_path(t, Y, kernel, lams, solver="dense", **kw)
     for f, d in zip(fast, dense):
-        assert f["lam"] == pytest.approx(d["lam"], rel=1e-10)
-        _close(f["pred"], d["pred"])
-        _close(f["c"] / f["a"][:, None], d["c"] / d["a"][:, None], rtol=1e-7)
-        _close(f["a"], d["a"], rtol=1e-7)
-        _close(f["block"], d["block"], rtol=1e-7)
+        assert f.lam == pytest.approx(d.lam, rel=1e-10)
+        _close(f.pred, d.pred)
+        _close(f.c / f.a[:, None], d.c / d.a[:, None], rtol=1e-7)
+        _close(f.a, d.a, rtol=1e-7)
+        _close(f.block, d.block, rtol=1e-7)
 
 
 def test_sobolev_scale_is_mean_eigenvalue():
     rng = np.random.default_rng(4)
     t = np.sort(rng.uniform(-1, 1, 300))
     for k in (Sobolev2(), Sobolev2(0.3)):
-        dense = ridge._DenseSolver(k, t, t[:, None])
+        dense = _DenseSolver(k, t, t[:, None])
         ref = np.trace(dense.M0) / dense.dim
-        assert ridge._sobolev_scale(k, t) == pytest.approx(ref, rel=1e-11)
+        assert _sobolev_scale(k, t) == pytest.approx(ref, rel=1e-11)
 
 
 @pytest.mark.parametrize("criterion", ["loo", "gcv", "gap"])
@@ -168,11 +171,11 @@ def test_gcc_default_decode_matches_dense(monkeypatch):
     coded = scheme.encode(X)
     Y = coded * np.sin(coded)
     returned = np.setdiff1d(np.arange(N), rng.choice(N, N // 8, replace=False))
-    monkeypatch.setattr(ridge, "FAST_MIN_N", 1)
-    monkeypatch.setattr(ridge, "FAST_MIN_N_SELECT", 1)
+    monkeypatch.setattr(ridge_common, "FAST_MIN_N", 1)
+    monkeypatch.setattr(ridge_common, "FAST_MIN_N_SELECT", 1)
     fast = scheme.decode_with_info(Y[returned], returned)
-    monkeypatch.setattr(ridge, "FAST_MIN_N", 10**9)
-    monkeypatch.setattr(ridge, "FAST_MIN_N_SELECT", 10**9)
+    monkeypatch.setattr(ridge_common, "FAST_MIN_N", 10**9)
+    monkeypatch.setattr(ridge_common, "FAST_MIN_N_SELECT", 10**9)
     dense = scheme.decode_with_info(Y[returned], returned)
     assert fast.info["mixture"] == dense.info["mixture"]
     _close(fast.estimate, dense.estimate)
@@ -283,7 +286,7 @@ def test_smoother_matrix_in_column_chunks(monkeypatch):
     t = np.cos(np.pi * np.arange(50) / 49)
     s = np.linspace(-1, 1, 7)
     ref = KernelRidge(Matern(0.5, 1.5), 1e-6, solver="fast").smoother_matrix(t, s)
-    monkeypatch.setattr(ridge, "_FAST_BATCH_BYTES", 100.0 * t.size * 8)  # 8 columns a chunk
+    monkeypatch.setattr(ridge_common, "FAST_BATCH_BYTES", 100.0 * t.size * 8)  # 8 columns a chunk
     np.testing.assert_allclose(KernelRidge(Matern(0.5, 1.5), 1e-6, solver="fast").smoother_matrix(t, s), ref,
                                rtol=0, atol=1e-14)
 

@@ -5,7 +5,8 @@ import pytest
 
 import gencc
 from gencc.kernels import make_kernel
-from gencc.ridge import KernelRidge, _hole_ranges, hole_blocks, hole_residuals, hole_rmse, ridge_path, select_ridge
+from gencc.ridge.holes import _hole_ranges
+from gencc.ridge import KernelRidge, hole_blocks, hole_residuals, hole_rmse, ridge_path, select_ridge
 from gencc.stragglers import NoStragglers, RandomStragglers
 
 
@@ -22,10 +23,10 @@ def test_block_residuals_match_refits():
     assert any(B.size >= 3 for _, B in blocks)  # the 5-node hole is copied
     for kernel in (make_kernel("sobolev2"), make_kernel("matern32", 0.5)):
         row = ridge_path(t, Y, kernel, [1e-6], targets=alpha, blocks=blocks)[0]
-        np.testing.assert_allclose(row["pred"], KernelRidge(kernel, 1e-6).fit(t, Y).predict(alpha), atol=1e-10)
-        for (j, B), res in zip(blocks, row["block"]):
+        np.testing.assert_allclose(row.pred, KernelRidge(kernel, 1e-6).fit(t, Y).predict(alpha), atol=1e-10)
+        for (j, B), res in zip(blocks, row.block):
             keep = np.setdiff1d(np.arange(t.size), B)
-            fit = KernelRidge(kernel, row["lam"] * t.size / keep.size).fit(t[keep], Y[keep])
+            fit = KernelRidge(kernel, row.lam * t.size / keep.size).fit(t[keep], Y[keep])
             np.testing.assert_allclose(res, Y[j] - fit.predict(t[j : j + 1])[0], atol=1e-7)
 
 
