@@ -1,4 +1,4 @@
-"""The ``gencc`` command line: demo, reproduce, accuracy bench, workloads."""
+"""The ``gencc`` command line: demo, reproduce, benchmarks, serve, workloads."""
 
 from __future__ import annotations
 
@@ -184,6 +184,60 @@ def _run_bench_accuracy(args) -> int:
     return 0
 
 
+def _add_serve(sub):
+    from .serve.server import SCHEMES
+
+    s = sub.add_parser("serve", help="serve a model over HTTP: the Open Inference Protocol (KServe v2 REST), "
+                                     "metrics at /metrics")
+    s.add_argument("--workload", default="lenet5", help="a registered workload (see `gencc workloads`)")
+    s.add_argument("--model", default=None, help="your own model instead: 'package.module:factory', a "
+                                                 "zero-argument factory returning the vectorised f; needs --input-shape")
+    s.add_argument("--input-shape", default=None, help="one input's shape, e.g. 1,28,28 (default: the workload's)")
+    s.add_argument("--name", default=None, help="the model's name in the protocol (default: the workload's)")
+    s.add_argument("--scheme", choices=SCHEMES, default="gcc")
+    s.add_argument("--K", type=int, default=4, help="inputs coded together")
+    s.add_argument("--N", type=int, default=12, help="workers (uncoded: K)")
+    s.add_argument("--backend", choices=("threads", "local", "ray"), default="threads")
+    s.add_argument("--micro-batch", type=int, default=1)
+    s.add_argument("--batch-window", type=float, default=0.005, help="seconds a request waits for its batch to fill")
+    s.add_argument("--timeout", type=float, default=30.0, help="seconds per batch before it fails")
+    s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--max-pending", type=int, default=4096, help="input rows in flight before 503 (load shedding)")
+    s.add_argument("--max-body-mb", type=float, default=64.0, help="largest request body, MB")
+
+
+def _run_serve(args) -> int:
+    import numpy as np
+    import uvicorn
+
+    from .serve.app import create_app
+    from .serve.server import build_executor, output_shape
+
+    if args.model is not None:
+        if args.input_shape is None:
+            raise ValueError("--model needs --input-shape (one input's shape, e.g. 1,28,28)")
+        model, name = args.model, args.name or args.model.rsplit(":", 1)[-1]
+    else:
+        from .workloads import WorkloadFactory, get
+
+        wl = get(args.workload)
+        model, name = WorkloadFactory(args.workload), args.name or args.workload
+        if args.input_shape is None:
+            args.input_shape = ",".join(map(str, wl.X.shape[1:]))
+    in_shape = tuple(int(d) for d in args.input_shape.split(",") if d.strip()) if args.input_shape.strip() else ()
+    out_shape = output_shape(model, in_shape)
+    ex = build_executor(args.scheme, model, args.K, args.N, backend=args.backend, micro_batch=args.micro_batch,
+                        batch_window=args.batch_window, timeout=args.timeout)
+    app = create_app(ex, name, in_shape, out_shape, scheme=args.scheme, max_pending=args.max_pending,
+                     max_body_bytes=int(args.max_body_mb * 2**20))
+    print(f"gencc serve: {name} ({args.scheme}, K = {args.K}, N = {args.N}, {args.backend}) on "
+          f"http://{args.host}:{args.port}/v2/models/{name}/infer, input shape {list(in_shape)}, output "
+          f"{list(np.zeros(out_shape).shape)}", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")  # Ctrl-C: answers what it accepted
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gencc", description="General Coded Computing")
     from . import __version__
@@ -206,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--fresh", action="store_true", help="ignore results already in --out instead of resuming")
     r.add_argument("--seed", type=int, default=0)
     _add_bench(sub)
+    _add_serve(sub)
     sub.add_parser("workloads", help="list the registered workloads")
     return parser
 
@@ -225,6 +280,8 @@ def main(argv=None) -> int:
             return 0
         if args.command == "reproduce":
             return _run_reproduce(args)
+        if args.command == "serve":
+            return _run_serve(args)
         if args.command == "demo":
             from .experiments.demo import EXTRA_WORKERS, run_demo
 
