@@ -474,7 +474,34 @@ def _models_tables() -> dict:
 
 
 # studies of one result file: (its path under results/, its tables, its quoted figures)
+SERVE_COLUMNS = [("scheme", "scheme", 0), ("load", "load", 1), ("req/s", "rate", 0),
+                 ("p50 in process", "inproc_p50_ms", 1), ("p50 HTTP", "http_p50_ms", 1), ("p50 added (ms)", "p50_added_ms", 1),
+                 ("p99 in process", "inproc_p99_ms", 1), ("p99 HTTP", "http_p99_ms", 1),
+                 ("p99.9 in process", "inproc_p999_ms", 1), ("p99.9 HTTP", "http_p999_ms", 1),
+                 ("p99.9 HTTP / in process", "p999_ratio", 2), ("lost", "http_lost", 0), ("failed", "http_failed", 0)]
+
+
+def _serve_tables(res) -> dict:
+    return {"serve.md": _columns(res["rows"], SERVE_COLUMNS)}
+
+
+def _serve_substitutions(res) -> dict:
+    rows = res["rows"]
+    added = [r["p50_added_ms"] for r in rows]
+    ratio = [r["p999_ratio"] for r in rows]
+    fast = min(rows, key=lambda r: r["inproc_p50_ms"])
+    return {**_stamp(res, "serve"), "serve_seed": str(res["seed"]),
+            "serve_p50_added": f"{min(added):.1f}-{max(added):.1f} ms",
+            "serve_p999_ratio": f"{min(ratio):.2f}-{max(ratio):.2f}x",
+            "serve_p50_met": str(sum(a <= 1.0 for a in added)), "serve_p999_met": str(sum(r <= 1.1 for r in ratio)),
+            "serve_cells": str(len(rows)),
+            "serve_lost": str(sum(r["http_lost"] + r["inproc_lost"] for r in rows)),
+            "serve_failed": str(sum(r["http_failed"] + r["inproc_failed"] for r in rows)),
+            "serve_fastest": f"{fast['scheme']} ({fast['inproc_p50_ms']:.0f} ms at {fast['load']:.0%})"}
+
+
 SINGLE_FILE_STUDIES = [
+    ("bench_serve/serve.json", _serve_tables, _serve_substitutions),
     ("bench_overhead/overhead.json", _overhead_tables, _overhead_substitutions),
     ("demo/demo.json", _demo_tables, _demo_substitutions),
     ("bench_latency/bench_latency.json", _latency_tables, _latency_substitutions),
