@@ -18,7 +18,8 @@ __all__ = [
     "StragglerModel", "NoStragglers", "RandomStragglers", "ContiguousStragglers", "BlockStragglers",
     "GreedyStragglers",
     "BernoulliStragglers", "LatencyModel", "ShiftedExponential", "Pareto", "SlowNodes",
-    "LatencyStragglers", "WorstCaseStragglers", "make_stragglers", "STRAGGLER_MODELS",
+    "LatencyStragglers", "WorstCaseStragglers", "make_stragglers", "STRAGGLER_MODELS", "TraceStragglers",
+    "TRACE_COLUMNS",
 ]
 
 
@@ -244,6 +245,139 @@ class SlowNodes(LatencyModel):
         t = self.base * (1.0 + self.jitter * rng.random(n_workers))
         slow = rng.random(n_workers) < self.fraction
         return np.where(slow, t * self.slowdown, t)
+
+
+#: the columns of a recorded straggler trace: one row per task
+TRACE_COLUMNS = ("worker", "start", "duration")
+
+
+class TraceStragglers(LatencyModel):
+    """Task latencies replayed from a trace recorded on real workers.
+
+    Parameters
+    ----------
+    durations : sequence of array_like
+        Per recorded worker w = 0..W-1, its tasks' durations in seconds, in the order they ran.
+    source : str
+        Where the trace came from (a file name), for messages and ``repr``.
+
+    Notes
+    -----
+    The trace file (:meth:`load`) holds one row per task with the columns
+    ``worker`` (an integer 0..W-1), ``start`` (seconds, any origin: it orders
+    each worker's tasks) and ``duration`` (seconds >= 0); a ``task`` column and
+    any other columns are ignored. CSV with a header row, or Parquet (with
+    ``pyarrow`` installed).
+
+    In the runtime (``WorkerStragglers(trace, n_workers, seed)``) the j-th task
+    of worker n is delayed by task ``(offset + j) mod T_w`` of recorded worker
+    ``w = n mod W``, the offset drawn from ``(seed, n)``: every scheme run with
+    the same seed replays the same sequence on each worker, and the correlation
+    in time of the recorded disturbance (a hog that slows one worker for a
+    while) is kept. In the accuracy harness (:meth:`sample`) each worker's
+    latency is one of its recorded worker's tasks, drawn at random.
+
+    The durations are injected as delays: f's own time adds to them, so record
+    with a task that costs what f costs, or with a trivial one.
+    """
+
+    def __init__(self, durations, source: str = "<memory>"):
+        arrs = [np.asarray(d, dtype=np.float64).reshape(-1) for d in durations]
+        if not arrs or any(a.size == 0 for a in arrs):
+            raise ValueError(f"a trace needs at least one task for every worker 0..W-1, got "
+                             f"{[a.size for a in arrs]} tasks ({source})")
+        bad = [w for w, a in enumerate(arrs) if not (np.all(np.isfinite(a)) and np.all(a >= 0))]
+        if bad:
+            raise ValueError(f"trace durations must be finite seconds >= 0; workers {bad} are not ({source})")
+        self.durations, self.source = tuple(arrs), source
+
+    @property
+    def n_workers(self) -> int:
+        """W, the workers recorded."""
+        return len(self.durations)
+
+    @classmethod
+    def load(cls, path) -> "TraceStragglers":
+        """Read a trace file (CSV or ``.parquet``), checking it; see the class Notes for the columns.
+
+        Raises
+        ------
+        ValueError
+            A missing column, an empty file, a value that is not a number (with its row), a
+            worker id that is not an integer >= 0, workers not numbered 0..W-1, a negative or
+            non-finite duration or start.
+        """
+        from pathlib import Path
+
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"trace file {str(path)!r} does not exist")
+        if path.suffix == ".parquet":
+            try:
+                import pyarrow.parquet as pq
+            except ImportError:
+                raise ValueError("reading a Parquet trace needs pyarrow (pip install pyarrow); or write the trace "
+                                 "as CSV") from None
+            table = pq.read_table(path)
+            missing = [c for c in TRACE_COLUMNS if c not in table.column_names]
+            if missing:
+                raise ValueError(f"trace {path.name}: missing columns {missing}; it has {table.column_names}")
+            cols = {c: np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in TRACE_COLUMNS}
+            first_row = 0
+        else:
+            import csv
+
+            with open(path, newline="") as fh:
+                reader = csv.DictReader(fh)
+                header = reader.fieldnames or []
+                missing = [c for c in TRACE_COLUMNS if c not in header]
+                if missing:
+                    raise ValueError(f"trace {path.name}: missing columns {missing} in the header row {header}; "
+                                     f"a trace has one row per task with columns {list(TRACE_COLUMNS)}")
+                values = {c: [] for c in TRACE_COLUMNS}
+                for i, row in enumerate(reader, start=2):  # line 1 is the header
+                    for c in TRACE_COLUMNS:
+                        try:
+                            values[c].append(float(row[c]))
+                        except (TypeError, ValueError):
+                            raise ValueError(f"trace {path.name}, line {i}: {c} must be a number, got "
+                                             f"{row[c]!r}") from None
+            cols = {c: np.asarray(v, dtype=np.float64) for c, v in values.items()}
+            first_row = 2
+        n = cols["worker"].size
+        if n == 0:
+            raise ValueError(f"trace {path.name} has no tasks")
+        for c in TRACE_COLUMNS:
+            bad = np.flatnonzero(~np.isfinite(cols[c]) | (cols[c] < 0))
+            if bad.size:
+                raise ValueError(f"trace {path.name}: {c} must be finite and >= 0; row {int(bad[0]) + first_row} "
+                                 f"has {cols[c][bad[0]]!r}")
+        w = cols["worker"]
+        if np.any(w != np.round(w)):
+            i = int(np.flatnonzero(w != np.round(w))[0])
+            raise ValueError(f"trace {path.name}: worker must be an integer id, row {i + first_row} has {w[i]!r}")
+        ids = np.unique(w.astype(np.int64))
+        absent = sorted(set(range(int(ids.max()) + 1)) - set(ids.tolist()))
+        if absent:
+            raise ValueError(f"trace {path.name}: workers must be numbered 0..W-1; no task of workers {absent[:10]}")
+        order = np.lexsort((cols["start"], w))
+        w_sorted = w[order].astype(np.int64)
+        durations = np.split(cols["duration"][order], np.flatnonzero(np.diff(w_sorted)) + 1)
+        return cls(durations, source=path.name)
+
+    def task_latency(self, worker: int, j: int, seed: int = 0) -> float:
+        """The delay of the j-th task of ``worker`` (see the Notes)."""
+        d = self.durations[worker % self.n_workers]
+        offset = int(np.random.default_rng([seed, worker, 7919]).integers(d.size))
+        return float(d[(offset + j) % d.size])
+
+    def sample(self, n_workers, rng=None):
+        rng = rng_from(rng)
+        return np.array([self.durations[n % self.n_workers][rng.integers(self.durations[n % self.n_workers].size)]
+                         for n in range(n_workers)])
+
+    def __repr__(self):
+        return f"TraceStragglers({self.source!r}, {self.n_workers} workers, {sum(d.size for d in self.durations)} tasks)"
 
 
 @dataclass

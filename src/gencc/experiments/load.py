@@ -74,7 +74,9 @@ def straggler_model(kind: str, base: float) -> st.LatencyModel:
         return st.SlowNodes(base=base, fraction=0.05, slowdown=10.0, jitter=0.05)
     if kind == "pareto":
         return st.Pareto(scale=base, shape=3.0)
-    raise ValueError(f"stragglers must be one of {STRAGGLERS}, got {kind!r}")
+    if kind.startswith("trace:"):  # a recorded trace, replayed as it was (base is not used)
+        return st.TraceStragglers.load(kind[len("trace:"):])
+    raise ValueError(f"stragglers must be one of {STRAGGLERS} or 'trace:<file>', got {kind!r}")
 
 
 def worker_stragglers(kind: str, base: float, n_workers: int, seed: int, *, cpu: bool = False) -> WorkerStragglers:

@@ -226,8 +226,9 @@ class WorkerStragglers:
     Parameters
     ----------
     latency : LatencyModel or None
-        Delay of one task, seconds (e.g. ``SlowNodes(base, fraction=0.05, slowdown=10)``);
-        None: no delay.
+        Delay of one task, seconds (e.g. ``SlowNodes(base, fraction=0.05, slowdown=10)``, or a
+        recorded trace, :class:`gencc.stragglers.TraceStragglers`, replayed per worker in task
+        order); None: no delay.
     n_workers : int
     seed : int
     work : float
@@ -248,6 +249,8 @@ class WorkerStragglers:
             self._count[worker] += 1
         if self.latency is None:
             return TaskFault(0.0, work=self.work)
+        if hasattr(self.latency, "task_latency"):  # a recorded trace: replayed per worker, in order
+            return TaskFault(self.latency.task_latency(worker, j, self.seed), work=self.work)
         rng = np.random.default_rng([self.seed, worker, j])
         return TaskFault(float(self.latency.sample(1, rng)[0]), work=self.work)
 
