@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
@@ -500,8 +501,38 @@ def _serve_substitutions(res) -> dict:
             "serve_fastest": f"{fast['scheme']} ({fast['inproc_p50_ms']:.0f} ms at {fast['load']:.0%})"}
 
 
+def _trace_tables(res) -> dict:
+    rows = []
+    for phase in dict.fromkeys(r["phase"] for r in res["summary"]):
+        sub = [r for r in res["summary"] if r["phase"] == phase]
+        rows.append({"phase": phase, "median": statistics.median([r["median_ms"] for r in sub]),
+                     "p99_lo": min(r["p99_ms"] for r in sub), "p99_hi": max(r["p99_ms"] for r in sub),
+                     "max": max(r["max_ms"] for r in sub)})
+    return {"trace.md": _columns(rows, [("phase", "phase", 0), ("median task (ms)", "median", 1),
+                                        ("p99, best worker (ms)", "p99_lo", 1), ("p99, worst worker (ms)", "p99_hi", 1),
+                                        ("max (ms)", "max", 1)])}
+
+
+def _trace_substitutions(res) -> dict:
+    return {**_stamp(res, "trace"), "trace_tasks": f"{res['tasks']:,}", "trace_hogs": str(res["hogs"])}
+
+
+def _load_trace_tables(res) -> dict:
+    rows = [r for r in res["rows"] if str(r["stragglers"]).startswith("trace")]
+    return {"load_trace.md": _columns(rows, [("scheme", "scheme", 0), ("workers", "workers", 0),
+                                             ("p50 (ms)", "p50_ms", 1), ("p99 (ms)", "p99_ms", 1),
+                                             ("p99.9 (ms)", "p999_ms", 1), ("argmax agreement", "agreement", 3),
+                                             ("of decoded answers", "decoded_agreement", 3), ("lost", "lost", 0)])}
+
+
+def _load_trace_substitutions(res) -> dict:
+    return _stamp(res, "load_trace")
+
+
 SINGLE_FILE_STUDIES = [
     ("bench_serve/serve.json", _serve_tables, _serve_substitutions),
+    ("traces/cpu_mem_hog.json", _trace_tables, _trace_substitutions),
+    ("bench_load_trace/load_threads.json", _load_trace_tables, _load_trace_substitutions),
     ("bench_overhead/overhead.json", _overhead_tables, _overhead_substitutions),
     ("demo/demo.json", _demo_tables, _demo_substitutions),
     ("bench_latency/bench_latency.json", _latency_tables, _latency_substitutions),
