@@ -241,3 +241,20 @@ def test_screen_vote_and_also_lam_fix_a_false_flag_and_a_miss():
     Y[7] = -Y[7]
     assert screen_outliers(t, Y, min_keep=4, max_remove=3, vote=None, also_lam=None).size == 0
     assert screen_outliers(t, Y, min_keep=4, max_remove=3).tolist() == [7, 14]
+
+
+def test_a_stated_bound_on_the_liars_caps_the_screen_and_turns_it_on():
+    s = gencc.GCC(8, 32, n_adversaries=1)
+    assert s.robust and s.n_adversaries == 1 and "n_adversaries=1" in repr(s)
+    X, Y = _smooth_batch(s)
+    ret = np.setdiff1d(np.arange(32), [4, 20])
+    Yr = Y[ret].copy()
+    Yr[ret == 13] += 50.0
+    Yr[ret == 25] -= 50.0
+    both = gencc.GCC(8, 32, robust=True).decode_with_info(Yr, ret).info["flagged"].tolist()
+    assert sorted(both) == [13, 25]  # the default cap, |F| // 5 = 6, lets the screen take both
+    one = s.decode_with_info(Yr, ret).info["flagged"].tolist()
+    assert len(one) == 1 and one[0] in (13, 25)  # told A = 1: at most one
+    assert not gencc.GCC(8, 32, n_adversaries=0).robust  # 0: no screening
+    with pytest.raises(ValueError, match="n_adversaries must be an integer >= 0"):
+        gencc.GCC(8, 32, n_adversaries=-1)

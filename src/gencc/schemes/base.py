@@ -585,7 +585,7 @@ class CodingScheme:
     def _screens(self) -> bool:
         """Whether decodes screen the returned outputs first (``GCC(robust=True)``,
         ApproxIFER and LCC with ``n_adversaries`` > 0)."""
-        return bool(getattr(self, "robust", False)) or getattr(self, "n_adversaries", 0) > 0
+        return bool(getattr(self, "robust", False)) or (getattr(self, "n_adversaries", 0) or 0) > 0
 
     @property
     def _joint_many(self) -> bool:  # a screening decode screens each batch on its own

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_nonnegative
+from .._validation import check_int, check_nonnegative
 from ..kernels import Kernel, make_kernel
 from ..ridge import CRITERIA, KernelRidge, hole_residuals, hole_rmse, select_ridge
 from ..robust import screen_outliers
@@ -105,6 +105,14 @@ class GCC(CodingScheme):
     robust_threshold : float, default 3.0
         A worker is a candidate while its pooled standardised residual
         exceeds this many robust standard deviations.
+    n_adversaries : int, optional
+        A bound the user states on the Byzantine workers among the returned
+        ones (as LCC and ApproxIFER take it): the screen then flags at most
+        this many (instead of ``|F| // 5``), and a value > 0 turns
+        ``robust`` on; 0 decodes without screening. It caps the screen, it
+        does not force removals: at N = 80-160 (``benchmarks/byzantine_scale.py``,
+        method ``screen-A``) it raised the flag precision and left the recall
+        where the screen's own threshold puts it.
 
     Notes
     -----
@@ -241,11 +249,13 @@ class GCC(CodingScheme):
         worker_points="chebyshev2",
         robust=False,
         robust_threshold=3.0,
+        n_adversaries=None,
     ):
         super().__init__(n_inputs, n_workers, data_points=data_points, worker_points=worker_points)
         if not isinstance(robust, (bool, np.bool_)):
             raise TypeError(f"robust must be True or False, got {robust!r}")
-        self.robust = bool(robust)
+        self.n_adversaries = None if n_adversaries is None else check_int(n_adversaries, "n_adversaries", minimum=0)
+        self.robust = bool(robust) or bool(self.n_adversaries)
         self.robust_threshold = check_nonnegative(robust_threshold, "robust_threshold")
         if self.robust_threshold == 0:
             raise ValueError("robust_threshold must be > 0")
@@ -367,7 +377,8 @@ class GCC(CodingScheme):
             return None
         n = idx.size
         keep = np.ones(n, dtype=bool)
-        max_remove = min(n - self.trusted_returns, max(1, n // 5))
+        cap = max(1, n // 5) if self.n_adversaries is None else self.n_adversaries
+        max_remove = min(n - self.trusted_returns, cap)
         if max_remove < 1:
             return keep
         order = np.argsort(self.beta[idx], kind="stable")
@@ -494,14 +505,15 @@ class LeTCC(GCC):
     name = "letcc"
 
     def __init__(self, n_inputs, n_workers, *, lam_enc=1e-6, lam_dec=1e-6,
-                 data_points="chebyshev1", worker_points="chebyshev2", robust=False, robust_threshold=3.0):
+                 data_points="chebyshev1", worker_points="chebyshev2", robust=False, robust_threshold=3.0,
+                 n_adversaries=None):
         if isinstance(lam_dec, str):
             raise ValueError(f"lam_dec must be a number >= 0 for LeTCC, got {lam_dec!r}")
         super().__init__(n_inputs, n_workers, kernel="sobolev2", lam_dec=lam_dec, lam_enc=lam_enc,
                          data_points=data_points, worker_points=worker_points, robust=robust,
-                         robust_threshold=robust_threshold)
+                         robust_threshold=robust_threshold, n_adversaries=n_adversaries)
 
     @classmethod
     def _param_names(cls):
         return ["n_inputs", "n_workers", "lam_enc", "lam_dec", "data_points", "worker_points", "robust",
-                "robust_threshold"]
+                "robust_threshold", "n_adversaries"]
