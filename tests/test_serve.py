@@ -86,6 +86,27 @@ def test_parse_infer_reads_json_and_names_every_problem():
                     b'"data": [1, 2, 3, 4, NaN, 6]}]}', None, in_shape=IN_SHAPE)
 
 
+def test_oversized_shapes_deep_nesting_and_missing_estimates_are_handled():
+    huge = json.dumps({"inputs": [{"name": "input", "shape": [2**62, 3], "datatype": "FP64", "data": []}]})
+    with pytest.raises(ProtocolError, match="more than the request carries"):
+        parse_infer(huge.encode(), None, in_shape=IN_SHAPE)
+    deep = b'{"inputs": [{"name": "input", "shape": [1, 3], "datatype": "FP64", "data": ' + b"[" * 100000 + b"]" * 100000 + b"}]}"
+    with pytest.raises(ProtocolError):
+        parse_infer(deep, None, in_shape=IN_SHAPE)
+    big = b'{"inputs": [{"name": "input", "shape": [1, 3], "datatype": "FP64", "data": [1, 2, 1' + b"0" * 400 + b"]}]}"
+    with pytest.raises(ProtocolError, match="NaN or Inf|must be numbers"):
+        parse_infer(big, None, in_shape=IN_SHAPE)
+    req = parse_infer(_infer_body(np.ones((2, 3)), "FP32", parameters={"binary_data_output": True},
+                              outputs=[{"name": "output"}, {"name": "rmse", "parameters": {"binary_data": False}}]),
+                      None, in_shape=IN_SHAPE)
+    assert req.binary_outputs == {"output"}  # binary_data_output: the default of outputs that name none
+    req = parse_infer(_infer_body(np.ones((2, 3)), "FP32"), None, in_shape=IN_SHAPE)
+    body, _ = infer_response(req, "m", np.array([[1e39] * 3, [1.0] * 3]), np.array([False, False]),
+                             np.array([np.nan, 0.1]))
+    doc = json.loads(body)
+    assert doc["outputs"][0]["datatype"] == "FP64" and doc["outputs"][2]["data"] == [-1.0, 0.1]  # no NaN in JSON
+
+
 def test_the_binary_extension_round_trips():
     x = RNG.uniform(-1, 1, size=(2, 3)).astype(np.float32)
     head = json.dumps({"inputs": [{"name": "input", "shape": [2, 3], "datatype": "FP32",

@@ -22,7 +22,7 @@ def _write(tmp_path, text, name="t.csv"):
 
 
 def test_the_loader_reads_a_trace_in_each_workers_task_order(tmp_path):
-    p = _write(tmp_path, "worker,task,start,duration\n1,0,0.5,0.3\n0,0,0.0,0.1\n0,1,0.2,0.2\n1,1,0.1,0.4\n")
+    p = _write(tmp_path, "worker,task,start,duration\n1,0,0.5,0.3\n0,0,-1.0,0.1\n0,1,0.2,0.2\n1,1,0.1,0.4\n")
     tr = TraceStragglers.load(p)
     assert tr.n_workers == 2 and tr.source == "t.csv"
     assert tr.durations[0].tolist() == [0.1, 0.2] and tr.durations[1].tolist() == [0.4, 0.3]  # ordered by start
@@ -36,7 +36,9 @@ def test_the_loader_reads_a_trace_in_each_workers_task_order(tmp_path):
     ("worker,start,duration\n0,0.0,-0.1\n", "duration must be finite and >= 0; row 2"),
     ("worker,start,duration\n0,0.0,nan\n", "duration must be finite and >= 0"),
     ("worker,start,duration\n0.5,0.0,0.1\n", "worker must be an integer id, row 2"),
-    ("worker,start,duration\n0,0.0,0.1\n2,0.0,0.1\n", "numbered 0..W-1; no task of workers [1]"),
+    ("worker,start,duration\n0,0.0,0.1\n0,0.1,0.1\n2,0.0,0.1\n", "numbered 0..W-1; no task of workers [1]"),
+    ("worker,start,duration\n0,0.0,0.1\n1000000000,0.0,0.1\n", "has worker 1000000000 but the file has only 2"),
+    ("worker,start,duration\n0,inf,0.1\n", "start must be finite; row 2"),
 ])
 def test_the_loader_names_what_is_wrong_with_a_file(tmp_path, text, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):

@@ -312,7 +312,7 @@ class TraceStragglers(LatencyModel):
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"trace file {str(path)!r} does not exist")
-        if path.suffix == ".parquet":
+        if path.suffix.lower() == ".parquet":
             try:
                 import pyarrow.parquet as pq
             except ImportError:
@@ -348,14 +348,19 @@ class TraceStragglers(LatencyModel):
         if n == 0:
             raise ValueError(f"trace {path.name} has no tasks")
         for c in TRACE_COLUMNS:
-            bad = np.flatnonzero(~np.isfinite(cols[c]) | (cols[c] < 0))
+            bad = np.flatnonzero(~np.isfinite(cols[c]) | ((cols[c] < 0) if c != "start" else False))
             if bad.size:
-                raise ValueError(f"trace {path.name}: {c} must be finite and >= 0; row {int(bad[0]) + first_row} "
+                what = "finite" if c == "start" else "finite and >= 0"
+                raise ValueError(f"trace {path.name}: {c} must be {what}; row {int(bad[0]) + first_row} "
                                  f"has {cols[c][bad[0]]!r}")
         w = cols["worker"]
         if np.any(w != np.round(w)):
             i = int(np.flatnonzero(w != np.round(w))[0])
             raise ValueError(f"trace {path.name}: worker must be an integer id, row {i + first_row} has {w[i]!r}")
+        if w.max() >= n:  # W workers need W ids 0..W-1, each with a task: an id past the row count is a gap
+            i = int(np.argmax(w))
+            raise ValueError(f"trace {path.name}: workers must be numbered 0..W-1; row {i + first_row} has worker "
+                             f"{int(w[i])} but the file has only {n} tasks")
         ids = np.unique(w.astype(np.int64))
         absent = sorted(set(range(int(ids.max()) + 1)) - set(ids.tolist()))
         if absent:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import Future
 
 import numpy as np
@@ -302,6 +302,7 @@ class CodedExecutor(StreamingExecutor):
         self._shutdown = False
         self._shut_down = threading.Event()  # set once shutdown has ended every worker
         self._stop = threading.Event()
+        self._abandoned: deque = deque()  # futures of map's batches to drop (see _abandon)
         self._sealed = False  # set by shutdown, under the lock, once no batch may be added
         _warm_up(self.scheme)
         self._thread = threading.Thread(target=self._loop, name="gencc-dispatcher", daemon=True)
@@ -542,11 +543,10 @@ class CodedExecutor(StreamingExecutor):
 
     def _abandon(self, futures):
         """Drop the batches of ``futures`` still in flight (``map``'s caller stopped iterating):
-        their workers are told to cancel them, and the futures fail."""
-        with self._lock:
-            rest = self._send(self._coord.abandon(futures, "abandoned: the map's caller stopped iterating"),
-                              time.monotonic())
-        self._finish(rest)
+        the dispatcher's next turn tells their workers to cancel them and fails the futures.
+        Only queued here: a generator may be finalised by the garbage collector on a thread that
+        holds the executor's lock."""
+        self._abandoned.extend(futures)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False):
         """Stop the dispatcher and every worker.
@@ -639,6 +639,9 @@ class CodedExecutor(StreamingExecutor):
         sends are carried out under the lock, the rest after it."""
         with self._lock:
             todo = []
+            if self._abandoned:  # map's batches nobody waits for (deque pops are atomic)
+                futures = [self._abandoned.popleft() for _ in range(len(self._abandoned))]
+                todo += self._coord.abandon(futures, "abandoned: the map's caller stopped iterating")
             for ev in events:
                 try:
                     todo += self._coord.handle(ev, now)
@@ -652,13 +655,21 @@ class CodedExecutor(StreamingExecutor):
         """Carry out the coordinator's Send, Cancel and Restart (the lock held: the order of the
         sends is the workers' queues'); returns the other instructions, for :meth:`_finish`."""
         rest = []
-        for ins in instructions:
+        for ins in instructions:  # a backend call that raises costs its own instruction, never the rest
             kind = type(ins)
             if kind is Send:
-                if not self._backend.submit(ins.worker, ins.task):
+                try:
+                    sent = self._backend.submit(ins.worker, ins.task)
+                except Exception:
+                    log.exception("sending a task failed", extra={"worker": ins.worker, "batch": ins.task.batch})
+                    sent = False
+                if not sent:
                     self._coord.handle(SendFailed(ins.worker, ins.task.batch, ins.task.slot), now)
             elif kind is Cancel:
-                self._backend.cancel(ins.worker, ins.batch)
+                try:
+                    self._backend.cancel(ins.worker, ins.batch)
+                except Exception:  # the worker finishes the task; its result is a late one
+                    log.exception("cancelling a task failed", extra={"worker": ins.worker, "batch": ins.batch})
             elif kind is Restart:
                 try:
                     self._backend.restart(ins.worker)

@@ -171,6 +171,7 @@ class HedgedExecutor(StreamingExecutor):
         self._closing = False  # shutdown began: no new request (the window's still go out)
         self._shutdown = False  # the window flushed: nothing more is sent
         self._stop = threading.Event()
+        self._abandoned: deque = deque()  # futures of map's groups to drop (see _abandon)
         self.stats = Counter()
         self._thread = threading.Thread(target=self._loop, name="gencc-hedged", daemon=True)
         self._thread.start()
@@ -259,15 +260,18 @@ class HedgedExecutor(StreamingExecutor):
         return self._submit(X, copy=False)
 
     def _abandon(self, futures):
-        """Drop the groups of ``futures`` still pending (``map``'s caller stopped): copies cancelled."""
-        wanted, settle = set(futures), []
-        with self._lock:
-            for req in [r for r in self._reqs.values() if r.future in wanted]:
-                settle += self._end(req, BatchFailedError(req.index, {}, 0, 1, "abandoned: the map's caller "
-                                                                               "stopped iterating"), "abandoned")
-        for fut, value in settle:
-            if not fut.done():
-                fut.set_exception(value)
+        """Drop the groups of ``futures`` still pending (``map``'s caller stopped): the dispatcher's
+        next sweep cancels their copies (queued here, as for the coded executor's)."""
+        self._abandoned.extend(futures)
+
+    def _drop_abandoned(self):
+        """The groups ``_abandon`` queued, ended (the lock held)."""
+        wanted = {self._abandoned.popleft() for _ in range(len(self._abandoned))}
+        out = []
+        for req in [r for r in self._reqs.values() if r.future in wanted]:
+            out += self._end(req, BatchFailedError(req.index, {}, 0, 1, "abandoned: the map's caller stopped "
+                                                                       "iterating"), "abandoned")
+        return out
 
     def shutdown(self, wait: bool = True):
         """Stop: dispatch the requests in the window (``wait``), let pending ones end (each within
@@ -346,6 +350,8 @@ class HedgedExecutor(StreamingExecutor):
             settle = []
             with self._lock:
                 now = time.monotonic()
+                if self._abandoned:
+                    settle.extend(self._drop_abandoned())
                 for ev in events:
                     try:
                         settle.extend(self._handle(ev, now))

@@ -152,6 +152,10 @@ def create_app(executor, model_name: str, in_shape, out_shape, *, scheme: str = 
         except ProtocolError as exc:
             metrics.refused("bad_request")
             return _error(str(exc), exc.status)
+        except Exception as exc:  # a parse this module did not foresee: still a protocol error, counted
+            log.exception("parsing a request failed")
+            metrics.refused("bad_request")
+            return _error(f"the request could not be read: {type(exc).__name__}: {exc}", 400)
         n = len(req.x)
         if state["closing"]:
             metrics.refused("shutting_down")
@@ -186,7 +190,8 @@ def create_app(executor, model_name: str, in_shape, out_shape, *, scheme: str = 
         if errors:
             i, exc = errors[0]
             metrics.failed(type(exc).__name__)
-            status = 503 if isinstance(exc, (BatchFailedError, MissingOutputsError, ErrorBoundExceededError)) else 500
+            status = 503 if isinstance(exc, (BatchFailedError, MissingOutputsError, ErrorBoundExceededError,
+                                             asyncio.CancelledError)) else 500
             return _error(f"input {i} (and {len(errors) - 1} more) could not be answered: "
                           f"{type(exc).__name__}: {exc}", status)
         infos = [f.info for f in futs]

@@ -24,6 +24,7 @@ Examples
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,6 +128,8 @@ def parse_infer(body: bytes, header_length, *, in_shape=None, input_names=("inpu
     head, tail = _header_and_tail(body, header_length)
     try:
         doc = json.loads(head)
+    except RecursionError:
+        raise ProtocolError("the request body nests too deeply") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -149,7 +152,9 @@ def parse_infer(body: bytes, header_length, *, in_shape=None, input_names=("inpu
     if not isinstance(shape, list) or not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                            for d in shape):
         raise ProtocolError(f"input {name!r}: shape must be a non-empty list of non-negative integers, got {shape!r}")
-    size = int(np.prod(shape))
+    size = math.prod(shape)
+    if size * DATATYPES[datatype].itemsize > len(body) * 8 + 64:  # more values than any body of this size holds
+        raise ProtocolError(f"input {name!r}: shape {shape} holds {size} values, more than the request carries")
     iparams = _parameters(spec, f"input {name!r}:")
     dtype = DATATYPES[datatype]
     if "binary_data_size" in iparams:
@@ -164,7 +169,7 @@ def parse_infer(body: bytes, header_length, *, in_shape=None, input_names=("inpu
             raise ProtocolError(f"input {name!r} has no 'data' (and no binary_data_size)")
         try:
             flat = np.asarray(data, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError, RecursionError):
             raise ProtocolError(f"input {name!r}: 'data' must be numbers (flat or nested lists)") from None
         if flat.size != size:
             raise ProtocolError(f"input {name!r}: {flat.size} values in 'data' do not fill shape {shape} "
@@ -189,7 +194,8 @@ def parse_infer(body: bytes, header_length, *, in_shape=None, input_names=("inpu
         unknown = [o for o in outputs if o not in OUTPUTS]
         if unknown:
             raise ProtocolError(f"unknown outputs {unknown}: the model's outputs are {list(OUTPUTS)}")
-        binary = {o["name"] for o in req if _parameters(o, f"output {o['name']!r}:").get("binary_data", False)}
+        default = bool(params.get("binary_data_output"))  # Triton: the default of an output that names none
+        binary = {o["name"] for o in req if _parameters(o, f"output {o['name']!r}:").get("binary_data", default)}
     exact_only = params.get("gencc_exact_only", False)
     if not isinstance(exact_only, bool):
         raise ProtocolError(f"parameter gencc_exact_only must be true or false, got {exact_only!r}")
@@ -226,7 +232,12 @@ def infer_response(req: InferRequest, model_name: str, y: np.ndarray, exact: np.
         ``Inference-Header-Content-Length`` when some output is binary.
     """
     out_type = "FP32" if req.datatype in ("FP32", "FP16") else "FP64"
-    tensors = {"output": (np.asarray(y, dtype=DATATYPES[out_type]), out_type),
+    with np.errstate(over="ignore"):
+        y32 = np.asarray(y, dtype=DATATYPES[out_type])
+    if out_type == "FP32" and not np.all(np.isfinite(y32)):  # beyond FP32's range: sent as FP64
+        out_type, y32 = "FP64", np.asarray(y, dtype=np.float64)
+    rmse = np.where(np.isfinite(rmse), rmse, -1.0)  # no estimate: -1, as documented (JSON has no NaN)
+    tensors = {"output": (y32, out_type),
                "exact": (np.asarray(exact, dtype=bool), "BOOL"),
                "rmse": (np.asarray(rmse, dtype=np.float64), "FP64")}
     names = list(OUTPUTS) if req.outputs is None else req.outputs
@@ -253,7 +264,9 @@ def infer_response(req: InferRequest, model_name: str, y: np.ndarray, exact: np.
 
 
 def model_metadata(model_name: str, in_shape, out_shape, platform: str) -> dict:
-    """The model metadata response (``GET /v2/models/{name}``); -1 marks the batch axis."""
+    """The model metadata response (``GET /v2/models/{name}``); -1 marks the batch axis. Any
+    numeric input datatype is taken; the output is FP32 for an FP32 or FP16 input, FP64 (as
+    advertised) otherwise."""
     out_type = "FP64"
     return {"name": model_name, "versions": ["1"], "platform": platform,
             "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, *in_shape]}],
