@@ -30,7 +30,9 @@ class _RayWorker:
         set_threads(threads)  # torch, if the model imported it
 
     def ready(self):
-        return os.getpid()
+        import ray
+
+        return os.getpid(), ray.get_runtime_context().get_node_id()
 
     async def run(self, task):
         start = time.monotonic()
@@ -65,6 +67,19 @@ class RayBackend:
         tasks (Ray's default for async actors is 1000), which hides a slow
         task's delay from the tasks after it, so straggling then lasts one
         task, not a queue.
+    resources : dict or list of dict, optional
+        Ray custom resources each actor requires (one dict for all, or one per
+        worker): how workers are placed on the nodes of a cluster, e.g.
+        ``[{"node_a": 1}] * 4 + [{"node_b": 1}] * 4`` with each node started
+        with its own resource (``ray start ... --resources '{"node_a": 8}'``).
+        A worker whose node is lost dies (``WorkerDied``); its replacement
+        waits, not ready, until a node with its resource joins (the
+        executor's ``restart_timeout`` bounds that wait, then it tries again).
+
+    Attributes
+    ----------
+    nodes : list of str or None
+        The Ray node id each actor runs on (once ready).
 
     Notes
     -----
@@ -77,7 +92,7 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, factory, n_workers, *, address=None, threads=1, num_cpus=0.0, start_timeout=180.0,
-                 max_concurrency=1):
+                 max_concurrency=1, resources=None):
         try:
             import ray
         except ImportError:
@@ -89,6 +104,13 @@ class RayBackend:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
         self.max_concurrency = max_concurrency
+        if resources is not None and not isinstance(resources, dict) and (
+                not isinstance(resources, (list, tuple)) or len(resources) != n_workers
+                or not all(isinstance(r, dict) for r in resources)):
+            raise ValueError(f"resources must be a dict or a list of {n_workers} dicts (one per worker), "
+                             f"got {resources!r:.200}")
+        self.resources = resources
+        self.nodes = [None] * n_workers
         self._owns_ray = False
         self._actors = []
         self._generation = [0] * n_workers
@@ -99,8 +121,9 @@ class RayBackend:
         self._restarts = [0] * n_workers
 
     def _new_actor(self, w):
+        res = self.resources[w] if isinstance(self.resources, (list, tuple)) else self.resources
         actor = self._ray.remote(max_restarts=0, max_task_retries=0, num_cpus=self.num_cpus,
-                                 max_concurrency=self.max_concurrency)(_RayWorker)
+                                 max_concurrency=self.max_concurrency, resources=res or None)(_RayWorker)
         factory = self.factory[w] if isinstance(self.factory, (list, tuple)) else self.factory
         return actor.remote(factory, self.threads)
 
@@ -115,7 +138,8 @@ class RayBackend:
                 self._owns_ray = True
             self._actors = [self._new_actor(w) for w in range(self.n_workers)]
             try:
-                self.pids = ray.get([a.ready.remote() for a in self._actors], timeout=self.start_timeout)
+                ready = ray.get([a.ready.remote() for a in self._actors], timeout=self.start_timeout)
+                self.pids, self.nodes = [p for p, _ in ready], [n for _, n in ready]
                 self.pid_history.extend(self.pids)
             except Exception as exc:
                 raise ValueError(f"model cannot be built on the Ray actors: {exc}") from exc
@@ -150,13 +174,13 @@ class RayBackend:
             if ref in self._ready_refs:
                 w, gen = self._ready_refs.pop(ref)
                 try:
-                    pid = ray.get(ref)
+                    pid, node = ray.get(ref)
                 except Exception as exc:
                     if gen == self._generation[w]:
                         events.append(WorkerDied(w, f"actor failed to start: {type(exc).__name__}"))
                     continue
                 if gen == self._generation[w]:
-                    self.pids[w] = pid
+                    self.pids[w], self.nodes[w] = pid, node
                     self.pid_history.append(pid)
                     events.append(WorkerReady(w))
                 continue
