@@ -219,6 +219,14 @@ def test_overload_is_shed_with_503_a_stuck_request_times_out_and_a_disconnect_le
         assert got == 503 and "overloaded" in doc["error"] and headers.get("retry-after") == "1"
         t.join(timeout=30)
         assert first["r"][0] == 504 and "no answer within 1.5 s" in first["r"][1]["error"]
+        _, text, _ = _request(f"{server.url}/metrics", None, method="GET")
+        assert b"gencc_queue_depth 2.0" in text  # timed out, still computed: still counted against the queue
+        for _ in range(100):  # until the executor fails that batch (its timeout, 2.5 s; bounded: 5 s)
+            _, text, _ = _request(f"{server.url}/metrics", None, method="GET")
+            if b"gencc_queue_depth 0.0" in text:
+                break
+            time.sleep(0.05)
+        assert b"gencc_queue_depth 0.0" in text
         # a client that sends a request and goes away: the server stays up, the queue empties
         with socket.create_connection((server.host, server.port), timeout=5) as sock:
             body = _infer_body(np.ones((1, 3)))

@@ -20,7 +20,7 @@ Every request gets an answer or a protocol error, never a hang: a malformed
 body, a wrong shape or datatype, NaN or an unknown model is a 4xx naming what
 is wrong; a body over ``max_body_bytes`` is 413; more input rows in flight
 than ``max_pending`` is 503 with ``Retry-After`` (load shedding, a bounded
-queue); a batch the workers could not answer (every worker lost, the
+queue, in which a row whose request timed out counts until the executor ends it); a batch the workers could not answer (every worker lost, the
 timeout) is 503 with the executor's reason; a request with no answer within
 ``request_timeout`` is 504. Shutting down (the ASGI lifespan's end) refuses
 new requests with 503 and lets the executor answer or fail every accepted
@@ -48,6 +48,14 @@ def _error(message: str, status: int, headers=None):
     from starlette.responses import JSONResponse
 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _call_soon(loop, fn, *args):
+    """``fn(*args)`` on the event loop, from any thread; nothing once the loop has closed."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        pass
 
 
 def _exception(fut):
@@ -94,6 +102,10 @@ def create_app(executor, model_name: str, in_shape, out_shape, *, scheme: str = 
     wait_s = request_timeout if request_timeout is not None else executor.timeout + 5.0
     metrics = ServerMetrics(executor, registry)
     state = {"pending": 0, "closing": False}
+
+    def release(rows):
+        state["pending"] -= rows
+        metrics.queue_depth.set(state["pending"])
 
     @asynccontextmanager
     async def lifespan(app):
@@ -169,6 +181,7 @@ def create_app(executor, model_name: str, in_shape, out_shape, *, scheme: str = 
                           503, headers={"Retry-After": "1"})
         state["pending"] += n
         metrics.queue_depth.set(state["pending"])
+        futs = []
         try:
             try:
                 futs = [executor.submit_one(row) for row in req.x]
@@ -180,9 +193,12 @@ def create_app(executor, model_name: str, in_shape, out_shape, *, scheme: str = 
                 w.cancelled() or w.exception()
             for w in late:  # given up on: a row still in the batching window is dropped, not computed
                 w.cancel()
-        finally:
-            state["pending"] -= n
-            metrics.queue_depth.set(state["pending"])
+        finally:  # a row the executor still computes (its request timed out) stays counted until it ends
+            running = [f for f in futs if not f.done()]
+            release(n - len(running))
+            loop = asyncio.get_running_loop()
+            for f in running:
+                f.add_done_callback(lambda _f: _call_soon(loop, release, 1))
         if late:
             metrics.failed("timeout")
             return _error(f"no answer within {wait_s:g} s for {len(late)} of {n} inputs", 504)
