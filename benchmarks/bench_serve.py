@@ -85,18 +85,20 @@ def _client(args) -> int:
 
 
 def _quantiles(lat):
-    ok = lat[np.isfinite(lat)]
-    if not ok.size:
-        return {"p50_ms": float("nan"), "p99_ms": float("nan"), "p999_ms": float("nan")}
-    q = np.quantile(ok, [0.5, 0.99, 0.999]) * 1e3
-    return {"p50_ms": float(q[0]), "p99_ms": float(q[1]), "p999_ms": float(q[2])}
+    """p50, p99, p99.9 in ms, a lost request counting as infinitely late (as in bench_load)."""
+    from gencc.experiments.load import latency_quantile
+
+    answered = np.isfinite(lat)
+    return {f"{name}_ms": 1e3 * latency_quantile(lat, answered, p)
+            for name, p in (("p50", 50.0), ("p99", 99.0), ("p999", 99.9))}
 
 
 def _executor(scheme, model, seed, window):
-    from gencc.experiments.load import make_executor, worker_stragglers
+    from gencc.experiments.load import worker_stragglers
+    from gencc.serve.server import build_executor
 
-    faults = worker_stragglers("slow-nodes", BASE, N, seed)
-    return make_executor(scheme, model, K, N, 1, BASE, window, faults, backend="threads", timeout=30.0)
+    return build_executor(scheme, model, K, N, batch_window=window, base=BASE, timeout=30.0,
+                          faults=worker_stragglers("slow-nodes", BASE, N, seed))
 
 
 def _http_run(scheme, model, X, times, seed, window, workdir, limit):

@@ -22,8 +22,7 @@ import numpy as np
 from .._validation import check_batch, check_choice, check_int, check_nonnegative
 from ..schemes.base import CodingScheme
 from .calibrator import BackgroundCalibrator
-from .coordinator import (AnswerEarly, Cancel, CloseEarly, Coordinator, Decode, Resolve, Restart, Send, SendFailed,
-                          direct_slots)
+from .coordinator import AnswerEarly, Cancel, CloseEarly, Coordinator, Decode, Resolve, Restart, Send, SendFailed
 from .decoding import decode_batch
 from .events import WorkerDied, WorkerReady
 from .futures import CallbackFuture
@@ -263,12 +262,7 @@ class CodedExecutor(StreamingExecutor):
         adaptive = deadline if isinstance(deadline, AdaptiveDeadline) else None
         if adaptive is None and deadline is not None:
             deadline = check_nonnegative(deadline, "deadline")
-        direct = direct_slots(scheme) if early else {}
         self.direct_dispatch = bool(direct_dispatch)
-        if direct_dispatch and not direct:
-            raise ValueError("direct_dispatch needs early=True and a scheme with workers that carry an input "
-                             "unchanged (systematic GCC, LeTCC or BACC, ParM, replication, uncoded), got "
-                             f"{type(scheme).__name__} with early={early}")
         self.timeout = check_nonnegative(timeout, "timeout")
         if self.timeout == 0:
             raise ValueError("timeout must be > 0")
@@ -294,6 +288,10 @@ class CodedExecutor(StreamingExecutor):
             hang_timeout=self.hang_timeout, restart_timeout=self.restart_timeout, faults=faults, early=early,
             direct_dispatch=self.direct_dispatch,
             decoder=None if self._calibrator is None else (lambda: self._calibrator.decoder))
+        if direct_dispatch and not self._coord.direct:
+            raise ValueError("direct_dispatch needs early=True and a scheme with workers that carry an input "
+                             "unchanged (systematic GCC, LeTCC or BACC, ParM, replication, uncoded), got "
+                             f"{type(scheme).__name__} with early={early}")
         uniform = all(m is model for m in models)
         self._backend = self._make_backend(backend, model if uniform else models, N, backend_options or {})
         self._backend.start()  # cleans up after itself on failure or interruption
@@ -318,7 +316,7 @@ class CodedExecutor(StreamingExecutor):
             self._batcher = RequestBatcher(lambda X, on_early=None: self._submit_batch(X, closing_ok=True,
                                                                                       on_early=on_early),
                                            self.micro_batch * scheme.n_inputs, scheme.n_inputs, self.batch_window,
-                                           early=bool(direct), callbacks=self._callbacks)
+                                           early=bool(self._coord.direct), callbacks=self._callbacks)
         log.info("executor started", extra={"backend": self._backend.name, "n_workers": N,
                                             "scheme": type(scheme).__name__})
 

@@ -216,8 +216,8 @@ def create_app(executor, model_name: str, in_shape, out_shape, *, scheme: str = 
             metrics.failed("not_exact")
             return _error(f"inputs {np.flatnonzero(~exact).tolist()[:10]} were answered only by decoding, and the "
                           f"request asked for exact answers (gencc_exact_only)", 503)
-        rmse = np.array([0.0 if e else (-1.0 if info is None or info.rmse is None else float(info.rmse))
-                         for e, info in zip(exact, infos)])
+        rmse = np.array([0.0 if e else (np.nan if info is None or info.rmse is None else float(info.rmse))
+                         for e, info in zip(exact, infos)])  # NaN: no estimate (sent as -1)
         y = np.stack([f.result() for f in futs])
         body, headers = infer_response(req, model_name, y, exact, rmse,
                                        {"gencc_trusted": all(info is None or info.trusted for info in infos)})

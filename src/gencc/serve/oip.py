@@ -221,7 +221,7 @@ def infer_response(req: InferRequest, model_name: str, y: np.ndarray, exact: np.
     y : ndarray, shape (n, *out_shape)
     exact : ndarray of bool, shape (n,)
     rmse : ndarray, shape (n,)
-        -1 where unknown.
+        NaN (or -1) where there is no estimate: sent as -1.
     parameters : dict, optional
         Response-level parameters (strings, numbers, booleans).
 

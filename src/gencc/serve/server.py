@@ -21,17 +21,19 @@ SCHEMES = ("gcc", "gcc-sys", "bacc", "replication", "uncoded", "hedged")
 
 
 def build_executor(scheme: str, model, K: int, N: int, *, backend: str = "threads", micro_batch: int = 1,
-                   batch_window: float = 0.005, base: float = 0.05, timeout: float = 30.0, backend_options=None):
+                   batch_window: float = 0.005, base: float = 0.05, timeout: float = 30.0, backend_options=None,
+                   faults=None):
     """The executor serving ``scheme`` (one of :data:`SCHEMES`) on N workers (uncoded: on K).
 
     ``base`` is the task latency the adaptive deadline is clipped around (0.5 to 10 times it),
-    as in the load benchmark.
+    as in the load benchmark; ``faults``: injected stragglers (e.g. a
+    :class:`~gencc.runtime.WorkerStragglers`), for experiments.
     """
     from ..experiments.load import make_executor
 
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-    return make_executor(scheme, model, K, N, micro_batch, base, batch_window, None, backend=backend,
+    return make_executor(scheme, model, K, N, micro_batch, base, batch_window, faults, backend=backend,
                          backend_options=backend_options, timeout=timeout)
 
 
