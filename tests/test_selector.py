@@ -152,7 +152,7 @@ def test_the_mixture_takes_only_candidates_close_to_the_best():
 
 
 def test_default_is_gap_and_loo_stays_available():
-    assert gencc.GCC(4, 8).criterion == "gap"
+    assert gencc.GCC(4, 8).criterion == "auto"
     s = gencc.GCC(4, 8, criterion="loo")
     X = np.linspace(-1, 1, 4)[:, None]
     assert s.decode(np.sin(s.encode(X))[1:], range(1, 8)).shape == (4, 1)
@@ -217,3 +217,31 @@ class _Everyone(gencc.stragglers.StragglerModel):
 
     def returned(self, n_workers, rng=None, error=None):
         return np.empty(0, dtype=int)
+
+
+def test_widest_hole_counts_adjacent_missing_workers_in_point_order():
+    from gencc.schemes.gcc import widest_hole
+
+    beta = np.linspace(-1, 1, 8)
+    assert widest_hole(beta, range(8)) == 0
+    assert widest_hole(beta, [0, 2, 4, 6]) == 1  # one beyond the right end, the rest single holes
+    assert widest_hole(beta, [0, 2, 3, 6, 7]) == 2
+    assert widest_hole(beta[::-1], [7, 5]) == 5  # order is by point, not by index
+    assert widest_hole(beta, [3, 4]) == 3
+
+
+def test_default_criterion_is_leave_one_out_for_single_holes_and_gap_for_blocks():
+    K, N = 4, 16
+    s = gencc.GCC(K, N)
+    X = np.linspace(-1, 1, K)[:, None] * 1.5
+    Y = np.sin(3 * s.encode(X))
+    single = [n for n in range(N) if n % 3]  # no two adjacent workers missing
+    block = [n for n in range(N) if not 6 <= n < 9]  # three adjacent workers missing
+    for ret, crit in ((single, "loo"), (block, "gap")):
+        got = s.decode_with_info(Y[ret], ret)
+        assert got.info["criterion"] == crit
+        ref = gencc.GCC(K, N, criterion=crit).decode_with_info(Y[ret], ret)
+        np.testing.assert_array_equal(got.estimate, ref.estimate)
+        assert got.info["rmse"].shape == (K,) and np.all(np.isfinite(got.info["rmse"]))
+    with pytest.raises(ValueError, match="criterion must be one of \\('auto'"):
+        gencc.GCC(K, N, criterion="aic")

@@ -11,7 +11,7 @@ from ..robust import screen_outliers
 from ._cache import DecoderEntry
 from .base import CodingScheme, _row_blocks
 
-__all__ = ["GCC", "LeTCC", "DEFAULT_CANDIDATES", "CALIBRATION_GRID"]
+__all__ = ["GCC", "LeTCC", "DEFAULT_CANDIDATES", "CALIBRATION_GRID", "widest_hole"]
 
 # (kernel, scale) pairs tried by kernel="auto": the cubic smoothing spline
 # (Sobolev2, scale free) and Matern 1/2, 3/2 and 5/2 at scales 0.1-2. With the
@@ -35,6 +35,34 @@ CALIBRATION_GRID = tuple(
 # the true RMSE stayed under 1.4 x the estimate for 91% of decoded inputs (see the GCC Notes).
 RMSE_P90_FACTOR = 1.4
 _CALIB_KEYS = ("kernel", "scale", "lam_dec", "lam_enc", "enc_kernel", "enc_scale")
+
+
+def widest_hole(beta, returned) -> int:
+    """The most workers missing side by side: between two returned nodes, or beyond the outermost.
+
+    Parameters
+    ----------
+    beta : array_like, shape (N,)
+        Every worker's point.
+    returned : array_like of int, shape (|F|,)
+        The returned workers (indices into ``beta``, any order).
+
+    Returns
+    -------
+    int
+        0 when every worker returned; 1 when no two workers adjacent in ``beta``
+        are both missing and at most one lies beyond each end.
+
+    Examples
+    --------
+    >>> widest_hole(np.linspace(-1, 1, 8), [0, 2, 3, 6, 7])
+    2
+    """
+    beta = np.asarray(beta, dtype=np.float64).reshape(-1)
+    rank = np.empty(beta.size, dtype=np.int64)
+    rank[np.argsort(beta, kind="stable")] = np.arange(beta.size)
+    kept = np.sort(rank[np.asarray(returned, dtype=np.int64).reshape(-1)])
+    return int(np.max(np.diff(np.concatenate([[-1], kept, [beta.size]])) - 1))
 
 
 def _check_lam(lam, name):
@@ -65,8 +93,11 @@ class GCC(CodingScheme):
     enc_scale : float, default 1.0
     candidates : sequence of (name, scale) or Kernel, optional
         Kernels tried by ``kernel="auto"``; defaults to ``DEFAULT_CANDIDATES``.
-    criterion : {"gap", "loo", "gcv"}, default "gap"
-        What the automatic selection minimises: ``"gap"`` the error of
+    criterion : {"auto", "gap", "loo", "gcv"}, default "auto"
+        What the automatic selection minimises: ``"auto"`` the hole error
+        (``"gap"``) where the stragglers left two or more adjacent workers
+        missing, else (every hole one node wide) the leave-one-out error,
+        which then tests exactly those holes, at every node; ``"gap"`` the error of
         predicting returned nodes across holes as wide as the real holes
         around the alpha_k (:func:`gencc.ridge.hole_blocks`), ``"loo"``
         the closed-form leave-one-out error (the former default), ``"gcv"``
@@ -244,7 +275,7 @@ class GCC(CodingScheme):
         enc_kernel="sobolev2",
         enc_scale=1.0,
         candidates=None,
-        criterion="gap",
+        criterion="auto",
         mix=3,
         mix_within=1.5,
         centres=3,
@@ -269,8 +300,8 @@ class GCC(CodingScheme):
         self.enc_kernel = enc_kernel
         self.enc_scale = enc_scale
         self.candidates = candidates
-        if criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+        if criterion != "auto" and criterion not in CRITERIA:
+            raise ValueError(f"criterion must be one of {('auto',) + CRITERIA}, got {criterion!r}")
         self.criterion = criterion
         if isinstance(mix, bool) or not isinstance(mix, (int, np.integer)) or mix < 1:
             raise ValueError(f"mix must be an integer >= 1, got {mix!r}")
@@ -422,18 +453,28 @@ class GCC(CodingScheme):
                 self._error_info(info, R, tests)
             return fit, info
         lam = None if self.lam_dec == "auto" else self.lam_dec
-        sel = select_ridge(t, Y2, self._kernels, lam=lam, criterion=self.criterion, targets=self.alpha,
+        criterion = self.criterion
+        if criterion == "auto":  # every hole one node wide: leave-one-out tests them all (Notes)
+            criterion = "gap" if widest_hole(self.beta, idx) > 1 else "loo"
+        sel = select_ridge(t, Y2, self._kernels, lam=lam, criterion=criterion, targets=self.alpha,
                            centres=self.centres)
-        info = {"kernel": str(sel.kernel), "lam_dec": sel.lam, "scores": sel.scores}
+        info = {"kernel": str(sel.kernel), "lam_dec": sel.lam, "scores": sel.scores, "criterion": criterion}
         if want_info:
             info["loo_mse"] = sel.fit.loo_mse_
         top = sorted(sel.scores, key=lambda row: row[2])[: self.mix]
         top = [row for row in top if row[2] <= self.mix_within * top[0][2]]
         if want_info:  # a mean of smoothers holds out as the mean of their held-out predictions
-            held = [sel.residuals.get(name) for name in
-                    ([name for name, _, _ in top] if len(top) >= 2 else [str(sel.kernel)])]
-            known = sel.tests is not None and all(r is not None for r in held)
-            self._error_info(info, np.mean(held, axis=0) if known else None, sel.tests if known else None)
+            names = [name for name, _, _ in top] if len(top) >= 2 else [str(sel.kernel)]
+            if criterion == "gap":
+                held, tests = [sel.residuals.get(name) for name in names], sel.tests
+            else:  # scored by leave-one-out: the error estimate still comes from the targets' hole tests
+                by_name = {str(k): k for k in self._kernels}
+                lams = {name: lam_k for name, lam_k, _ in sel.scores}
+                pairs = [hole_residuals(t, Y2, by_name[name], lams[name], self.alpha, centres=self.centres)
+                         for name in names]
+                held, tests = [r for r, _ in pairs], pairs[0][1] if pairs else None
+            known = tests is not None and len(held) > 0 and all(r is not None for r in held)
+            self._error_info(info, np.mean(held, axis=0) if known else None, tests if known else None)
         if len(top) < 2:
             return sel.fit, info
         by_name = {str(k): k for k in self._kernels}
