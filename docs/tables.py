@@ -474,6 +474,44 @@ def _models_tables() -> dict:
     return out
 
 
+_SETTING_WORDS = {"column_window": "column", "deadline_factor": "deadline", "hedge_copies": "copies", "hedge_q": "q"}
+
+
+def _load_setting(text: str) -> str:
+    """``"column_window=None, deadline_factor=1, placement=pull"`` -> ``"deadline 1, pull"``."""
+    words = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = part.partition("=")
+        if value == "None":
+            continue
+        words.append(value if key == "placement" else f"{_SETTING_WORDS.get(key, key)} {value}")
+    return ", ".join(words)
+
+
+def _load_seeds_table(res, complete: bool = True) -> str:
+    """A ``benchmarks/load_seeds.py`` result: per scheme and setting, p50 and p99.9 over the seeds;
+    the settings run on every seed (``complete``) or those run on fewer."""
+    seeds = res.get("seeds") or []
+    rows = [r for r in res["rows"] if (r["seeds"] == len(seeds)) == complete]
+    if not rows:
+        return ""
+    label = (f"seeds {seeds[0]}-{seeds[-1]}" if seeds else "per seed") if complete else "its seeds"
+    return _table(
+        ["scheme", "setting", "p50 ms", f"p99.9 ms, {label}", "p99.9 median", "/ clean p50", "/ best hedged",
+         "agreement", "exact", "decoded answers' agreement", "untrusted"],
+        [[r["scheme"], _load_setting(r["setting"]), f"{r['p50_ms_median']:.0f}", r["p999_ms_per_seed"],
+          f"{r['p999_ms_median']:.0f}", f"{r['p999/clean_p50_median']:.2f}", f"{r['p999/best_hedged_median']:.2f}",
+          f"{r['agreement']:.3f}", f"{r['exact']:.3f}",
+          "-" if r.get("decoded_agreement") is None else f"{r['decoded_agreement']:.2f}", f"{100 * r['untrusted']:.1f}%"]
+         for r in rows])
+
+
+# the serving-under-load page's multi-seed studies: generated table -> the load_seeds.py result it shows
+LOAD_SEED_STUDIES = {"load_seeds.md": "bench_load_serving/seeds.json", "load_column.md": "bench_load_serving/column/seeds.json",
+                     "load_b1.md": "bench_load_serving/b1/seeds.json",
+                     "load_hedge_low_q.md": "bench_load_serving/hedge_low_q/seeds.json"}
+
+
 # studies of one result file: (its path under results/, its tables, its quoted figures)
 SERVE_COLUMNS = [("scheme", "scheme", 0), ("load", "load", 1), ("req/s", "rate", 0),
                  ("p50 in process", "inproc_p50_ms", 1), ("p50 HTTP", "http_p50_ms", 1), ("p50 added (ms)", "p50_added_ms", 1),
@@ -555,6 +593,13 @@ def write() -> list[Path]:
         res = _load(rel)
         if res:
             tables.update(make(res))
+    for name, rel in LOAD_SEED_STUDIES.items():
+        res = _load(rel)
+        if res:
+            tables[name] = _load_seeds_table(res)
+            partial = _load_seeds_table(res, complete=False)
+            if partial:
+                tables[name.replace(".md", "_partial.md")] = partial
     tables.update(_models_tables())
     tables.update(_reproduce_tables(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     written = []
