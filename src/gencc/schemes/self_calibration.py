@@ -5,7 +5,7 @@ knows input k's exact answer, and can ask every candidate decoder what it
 *would* have answered had worker k been missing — under a hole shaped like
 the stragglers it actually sees. Summed over batches, that is the error each
 configuration makes on the live workload, measured on f itself; the
-per-decode selector (``GCC(criterion="gap")``) sees one batch's returned
+per-decode selector (``GCC()``, ``criterion="auto"``) sees one batch's returned
 outputs only.
 
 :class:`SelfCalibration` holds the candidates and a sliding window of those
