@@ -19,18 +19,20 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from .._validation import check_batch, check_choice, check_int, check_nonnegative
+from .._validation import check_batch, check_nonnegative
 from ..schemes.base import CodingScheme
 from .calibrator import BackgroundCalibrator
 from .coordinator import AnswerEarly, Cancel, CloseEarly, Coordinator, Decode, Resolve, Restart, Send, SendFailed
 from .decoding import decode_batch
 from .events import WorkerDied, WorkerReady
 from .futures import CallbackFuture
-from .gather import ON_INSUFFICIENT, PLACEMENTS, AdaptiveDeadline
+from .gather import AdaptiveDeadline
 from .microbatch import encode_stacked
+from .options import check_column_window, executor_options
 from .ordered_map import ordered_map
 from .request import RequestFuture
-from .stream import ColumnBatcher, RequestBatcher, StreamingExecutor
+from .stream import ColumnBatcher, RequestBatcher
+from .streaming import StreamingExecutor
 
 __all__ = ["CodedExecutor"]
 
@@ -250,40 +252,21 @@ class CodedExecutor(StreamingExecutor):
                              f"names no model for them (worker_model), so the runtime cannot serve it")
         self.scheme = scheme
         self_calibration = _self_calibration(self_calibrate, scheme)  # checked before any worker starts
-        self.n_min = None if n_min is None else check_int(n_min, "n_min")
-        if self.n_min is not None and not scheme.min_returns <= self.n_min <= N:
-            raise ValueError(f"n_min must be in [{scheme.min_returns}, {N}] (the scheme's minimum returns, "
-                             f"n_workers), got {self.n_min}")
-        floor = scheme.trusted_returns if self.n_min is None else self.n_min
-        self.n_wait = N if n_wait is None else check_int(n_wait, "n_wait")
-        if not floor <= self.n_wait <= N:
-            raise ValueError(f"n_wait must be in [{floor}, {N}] (n_min, or the scheme's trusted returns "
-                             f"{scheme.trusted_returns} unless n_min lowers it; n_workers), got {self.n_wait}")
-        adaptive = deadline if isinstance(deadline, AdaptiveDeadline) else None
-        if adaptive is None and deadline is not None:
-            deadline = check_nonnegative(deadline, "deadline")
-        self.direct_dispatch = bool(direct_dispatch)
-        self.timeout = check_nonnegative(timeout, "timeout")
-        if self.timeout == 0:
-            raise ValueError("timeout must be > 0")
-        self.on_insufficient = check_choice(on_insufficient, "on_insufficient", ON_INSUFFICIENT)
-        self.placement = check_choice(placement, "placement", PLACEMENTS)
-        self.hang_timeout = self.timeout if hang_timeout is None else check_nonnegative(hang_timeout, "hang_timeout")
-        if self.hang_timeout == 0:
-            raise ValueError("hang_timeout must be > 0 seconds (0 would restart every busy worker at once)")
-        self.restart_timeout = (max(60.0, self.hang_timeout) if restart_timeout is None
-                                else check_nonnegative(restart_timeout, "restart_timeout"))
-        if self.restart_timeout == 0:
-            raise ValueError("restart_timeout must be > 0 seconds (0 would restart every restarted worker at once)")
-        self.max_error = None if max_error is None else check_nonnegative(max_error, "max_error")
+        o = executor_options(scheme, n_min=n_min, n_wait=n_wait, deadline=deadline, timeout=timeout,
+                             on_insufficient=on_insufficient, placement=placement, hang_timeout=hang_timeout,
+                             restart_timeout=restart_timeout, max_error=max_error, max_in_flight=max_in_flight,
+                             micro_batch=micro_batch, batch_window=batch_window, direct_dispatch=direct_dispatch,
+                             column_window=column_window)
+        self.n_min, self.n_wait, self.direct_dispatch, self.timeout = o.n_min, o.n_wait, o.direct_dispatch, o.timeout
+        self.on_insufficient, self.placement = o.on_insufficient, o.placement
+        self.hang_timeout, self.restart_timeout, self.max_error = o.hang_timeout, o.restart_timeout, o.max_error
         self.faults = faults
-        self.max_in_flight = check_int(max_in_flight, "max_in_flight")
-        self.micro_batch = check_int(micro_batch, "micro_batch")
-        self.batch_window = check_nonnegative(batch_window, "batch_window")
-        self.column_window = _check_column_window(column_window, self.direct_dispatch)
+        self.max_in_flight, self.micro_batch, self.batch_window = o.max_in_flight, o.micro_batch, o.batch_window
+        self.column_window = o.column_window
+        adaptive, deadline = o.adaptive, o.deadline
         self._calibrator = None if self_calibration is None else BackgroundCalibrator(self_calibration)
         self._coord = Coordinator(
-            scheme, models, n_wait=self.n_wait, n_min=self.n_min, deadline=None if adaptive else deadline,
+            scheme, models, n_wait=self.n_wait, n_min=self.n_min, deadline=deadline,
             adaptive=adaptive, timeout=self.timeout, on_insufficient=self.on_insufficient, placement=self.placement,
             hang_timeout=self.hang_timeout, restart_timeout=self.restart_timeout, faults=faults, early=early,
             direct_dispatch=self.direct_dispatch,
@@ -737,7 +720,7 @@ class CodedExecutor(StreamingExecutor):
         """Change ``column_window`` (seconds, or None) for the inputs filled from now on."""
         if not self.direct_dispatch:
             raise ValueError("column_window needs direct_dispatch=True")
-        self.column_window = self._batcher.column_window = _check_column_window(seconds, self.direct_dispatch)
+        self.column_window = self._batcher.column_window = check_column_window(seconds, self.direct_dispatch)
 
 
 def _self_calibration(self_calibrate, scheme):
@@ -759,16 +742,6 @@ def _shutdown_bound(timeout: float, n_workers: int) -> float:
     """Seconds a shutdown can take at most: the batcher's and dispatcher's joins (10 s each),
     the pending batches' ``timeout`` (+5 s), and the backend's stop (5 s, then 2 s a worker)."""
     return timeout + 35.0 + 2.0 * n_workers
-
-
-def _check_column_window(seconds, direct_dispatch: bool) -> float | None:
-    """``column_window`` checked: None, or seconds >= 0 under direct dispatch."""
-    if seconds is None:
-        return None
-    if not direct_dispatch:
-        raise ValueError("column_window needs direct_dispatch=True (it times an input's task, which "
-                         "only direct dispatch sends before its batch closes)")
-    return check_nonnegative(seconds, "column_window")
 
 
 def _warm_up(scheme):

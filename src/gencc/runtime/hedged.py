@@ -35,7 +35,8 @@ from .gather import PLACEMENTS, AdaptiveDeadline, adaptive_deadline, hedge_due, 
 from .futures import CallbackFuture
 from .ordered_map import ordered_map
 from .request import EXACT, AnswerInfo, RequestFuture
-from .stream import RequestBatcher, StreamingExecutor
+from .stream import RequestBatcher
+from .streaming import StreamingExecutor
 
 __all__ = ["HedgedExecutor", "HedgedResult"]
 
