@@ -46,8 +46,13 @@ class RidgeSelection:
         same order for every kernel, so that combinations of the fits can be
         scored without refitting.
     tests : ndarray of int, shape (n_tests, 2), or None
-        For ``"gap"``: pairs (target k, residual row) of each target with
-        the held-out residuals that copy its hole.
+        Where hole tests were run (``"gap"``, or ``hole_tests=True``): pairs
+        (target k, row of ``hole_residuals``) of each target with the
+        held-out residuals that copy its hole.
+    hole_residuals : dict
+        ``str(kernel) -> ndarray``, shape (n_tests, m): every kernel's hole
+        residuals at its best ridge, where hole tests were run (for
+        ``"gap"`` the same arrays as ``residuals``).
     """
 
     fit: KernelRidge
@@ -58,6 +63,7 @@ class RidgeSelection:
     fits: dict = field(default_factory=dict, repr=False)
     residuals: dict = field(default_factory=dict, repr=False)
     tests: np.ndarray | None = field(default=None, repr=False)
+    hole_residuals: dict = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -70,6 +76,7 @@ class _Best:
     solution: object
     used: str
     held_out: np.ndarray | None
+    block: np.ndarray | None = None
 
 
 def _materialise(best_rows, lazy=False):
@@ -98,7 +105,7 @@ def _held_out(criterion, row):
 
 
 def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, criterion: str = "loo",
-                 targets=None, solver: str = "auto", centres: int = 2) -> RidgeSelection:
+                 targets=None, solver: str = "auto", centres: int = 2, hole_tests: bool = False) -> RidgeSelection:
     """Choose kernel and ridge by closed-form leave-one-out, GCV or hole error.
 
     Parameters
@@ -129,6 +136,10 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         the fast path from ``FAST_MIN_N_SELECT`` nodes on.
     centres : int, default 2
         Held-out centres per target for ``"gap"`` (:func:`hole_blocks`).
+    hole_tests : bool, default False
+        Also compute the targets' hole residuals when the criterion is not
+        ``"gap"`` (in the same pass: the error estimate of a fit chosen by
+        leave-one-out); needs ``targets``.
 
     Returns
     -------
@@ -155,13 +166,17 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
     n, m = t.size, Y2.shape[1]
     kernels = list(kernels)
     blocks = tests = None
-    if criterion == "gap":
+    holes = criterion == "gap" or bool(hole_tests)
+    if holes:
         if targets is None:
-            raise ValueError("criterion='gap' needs the targets (the points the fit is evaluated at)")
+            raise ValueError(f"criterion={criterion!r} with hole tests needs the targets (the points the fit is "
+                             "evaluated at)")
         order = np.argsort(t, kind="stable")
         ranges, tests = _hole_ranges(t[order], targets, centres=centres, return_tests=True)  # (j, first, last, i0, i1) in sorted order
         if not len(ranges):
-            criterion = "loo"
+            holes = False
+            if criterion == "gap":
+                criterion = "loo"
     if lam is None:
         lams, relative = np.maximum(np.asarray(ridge_grid, dtype=np.float64), _RIDGE_FLOOR), True
     else:
@@ -176,12 +191,13 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
             return
         cur = best_rows.get(kernel)
         if cur is None or score < cur.score:
-            best_rows[kernel] = _Best(row.lam, score, row.solution, used, _held_out(criterion, row))
+            best_rows[kernel] = _Best(row.lam, score, row.solution, used, _held_out(criterion, row),
+                                      row.block if holes else None)
 
     if fast:
         fs = _FastSolver(t, Y2)
         sb = None
-        if criterion == "gap":  # (target, first, last) in sorted order; hole blocks are contiguous
+        if holes:  # (target, first, last) in sorted order; hole blocks are contiguous
             sb = ranges[:, :3]
         models = [(k, fs.nlam(k, lam_, relative)) for k in fast for lam_ in lams]
         batch = None
@@ -191,13 +207,13 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
                 batch = row.batch
             consider(row.kernel, row, "fast")
         _materialise(best_rows, lazy=True)
-    if criterion == "gap" and len(fast) < len(kernels):
+    if holes and len(fast) < len(kernels):
         blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets, centres=centres)]
     for kernel in kernels:
         if kernel in fast:
             continue
         for row in _DenseSolver(kernel, t, Y2).path(lams, relative=relative,
-                                                    blocks=blocks if criterion == "gap" else None):
+                                                    blocks=blocks if holes else None):
             consider(kernel, row, "dense")
     scores, best = [], None
     for kernel in kernels:
@@ -212,12 +228,14 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         kernel = kernels[0]
         fit = KernelRidge(kernel, 0.0, solver="dense").fit(t, Y2)
         return RidgeSelection(fit, kernel, 0.0, float("nan"), scores, {str(kernel): fit}, {}, None)
-    fits, residuals = {}, {}
+    fits, residuals, block = {}, {}, {}
     for kernel, entry in best_rows.items():
         sol = entry.solution() if callable(entry.solution) else entry.solution
         fits[str(kernel)] = KernelRidge._from_solution(kernel, sol, solver=solver, used=entry.used)
         if entry.held_out is not None:
             residuals[str(kernel)] = entry.held_out
+        if entry.block is not None:
+            block[str(kernel)] = entry.block
     kernel, lam_best, score = best
     return RidgeSelection(fits[str(kernel)], kernel, lam_best, score, scores, fits, residuals,
-                          tests if criterion == "gap" else None)
+                          tests if holes else None, block)

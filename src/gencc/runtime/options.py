@@ -91,7 +91,8 @@ max_in_flight, micro_batch, batch_window, direct_dispatch, column_window
     adaptive = deadline if isinstance(deadline, AdaptiveDeadline) else None
     if adaptive is None and deadline is not None:
         deadline = check_nonnegative(deadline, "deadline")
-    hang_timeout = (_positive(timeout, "timeout") if hang_timeout is None else
+    timeout = _positive(timeout, "timeout")
+    hang_timeout = (timeout if hang_timeout is None else
                     _positive(hang_timeout, "hang_timeout", " seconds (0 would restart every busy worker at once)"))
     restart_timeout = (max(60.0, hang_timeout) if restart_timeout is None else
                        _positive(restart_timeout, "restart_timeout",
@@ -99,7 +100,7 @@ max_in_flight, micro_batch, batch_window, direct_dispatch, column_window
     direct_dispatch = bool(direct_dispatch)
     return ExecutorOptions(
         n_min=n_min, n_wait=n_wait, deadline=None if adaptive else deadline, adaptive=adaptive,
-        direct_dispatch=direct_dispatch, timeout=_positive(timeout, "timeout"),
+        direct_dispatch=direct_dispatch, timeout=timeout,
         on_insufficient=check_choice(on_insufficient, "on_insufficient", ON_INSUFFICIENT),
         placement=check_choice(placement, "placement", PLACEMENTS), hang_timeout=hang_timeout,
         restart_timeout=restart_timeout, max_error=None if max_error is None else check_nonnegative(max_error, "max_error"),

@@ -481,7 +481,7 @@ class GCC(CodingScheme):
         if criterion == "auto":  # every hole one node wide: leave-one-out tests them all (Notes)
             criterion = "gap" if widest_hole(self.beta, idx) > 1 else "loo"
         sel = select_ridge(t, Y2, self._kernels, lam=lam, criterion=criterion, targets=self.alpha,
-                           centres=self.centres)
+                           centres=self.centres, hole_tests=want_info)
         info = {"kernel": str(sel.kernel), "lam_dec": sel.lam, "scores": sel.scores, "criterion": criterion}
         if want_info:
             info["loo_mse"] = sel.fit.loo_mse_
@@ -489,15 +489,8 @@ class GCC(CodingScheme):
         top = [row for row in top if row[2] <= self.mix_within * top[0][2]]
         if want_info:  # a mean of smoothers holds out as the mean of their held-out predictions
             names = [name for name, _, _ in top] if len(top) >= 2 else [str(sel.kernel)]
-            if criterion == "gap":
-                held, tests = [sel.residuals.get(name) for name in names], sel.tests
-            else:  # scored by leave-one-out: the error estimate still comes from the targets' hole tests
-                by_name = {str(k): k for k in self._kernels}
-                lams = {name: lam_k for name, lam_k, _ in sel.scores}
-                pairs = [hole_residuals(t, Y2, by_name[name], lams[name], self.alpha, centres=self.centres)
-                         for name in names]
-                held, tests = [r for r, _ in pairs], pairs[0][1] if pairs else None
-            known = tests is not None and len(held) > 0 and all(r is not None for r in held)
+            held, tests = [sel.hole_residuals.get(name) for name in names], sel.tests
+            known = tests is not None and all(r is not None for r in held)
             self._error_info(info, np.mean(held, axis=0) if known else None, tests if known else None)
         if len(top) < 2:
             return sel.fit, info
