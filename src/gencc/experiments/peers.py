@@ -15,7 +15,7 @@ from ..tuning import tune
 __all__ = ["LETCC_GRID", "best_letcc", "tuned", "params_label"]
 
 # (parameter, values) pairs; every combination is tried
-LETCC_GRID = (("lam_dec", (1e-8, 1e-6, 1e-4, 1e-2)), ("lam_enc", (0.0, 1e-6, 1e-4)))
+LETCC_GRID = (("lam_dec", (0.0, 1e-8, 1e-6, 1e-4, 1e-2)), ("lam_enc", (0.0, 1e-6, 1e-4)))
 
 
 def params_label(params: dict) -> str:

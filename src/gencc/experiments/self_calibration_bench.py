@@ -13,7 +13,7 @@ Every decoder decodes the same batches from the same returned sets:
   the executor does with ``self_calibrate=True``, without the CPU cap);
 - ``calibrated``: ``GCC.calibrate`` on 8 batches of sample inputs drawn from
   the same pool, with the setting's straggler model, before the stream;
-- the oracle: the best of the 112 fixed decoders of ``CALIBRATION_GRID`` in
+- the oracle: the best of the 144 fixed decoders of ``CALIBRATION_GRID`` in
   hindsight, on the scored batches.
 
 Scores are MSEs over the second half of the stream (self-calibration has seen
