@@ -61,6 +61,37 @@ def _selfcal_tables(res, drift) -> dict:
     return out
 
 
+def _paired_ridge(sel, by) -> dict:
+    """The default (ridge 0) against ``gcc-ridge1e-8`` (its former ridge) on the same draws:
+    substitutions ``ridge_*`` for the decoder-selection page."""
+    def floored(row, dec):
+        return max(row["mse"][dec], row.get("exact_floor", 0.0), 1e-300)
+
+    def quantile(v, q):  # linear interpolation between order statistics, as numpy's default
+        v = sorted(v)
+        pos = q * (len(v) - 1)
+        lo = math.floor(pos)
+        return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (pos - lo)
+
+    rows = sel["rows"]
+    ratio = [floored(r, "gcc") / floored(r, "gcc-ridge1e-8") for r in rows]
+    big = [r for r in rows if r["setting"]["N"] >= 128]
+    gain, loss = ratio.index(min(ratio)), ratio.index(max(ratio))
+
+    def p90(dec, sub):
+        return _x(quantile([r["ratio"][dec] for r in sub], 0.9), 2) if sub else "n/a"
+
+    return {"ridge_old_median": _x(by["gcc-ridge1e-8", "oracle"]["median"]),
+            "ridge_old_p90": _x(by["gcc-ridge1e-8", "oracle"]["p90"], 2),
+            "ridge_old_max": _x(by["gcc-ridge1e-8", "oracle"]["max"], 2),
+            "ridge_better": _pct(sum(x < 1 / 1.1 for x in ratio) / len(ratio)),
+            "ridge_worse": _pct(sum(x > 1.1 for x in ratio) / len(ratio)),
+            "ridge_big_settings": str(len(big)), "ridge_big_p90": p90("gcc", big),
+            "ridge_big_old_p90": p90("gcc-ridge1e-8", big),
+            "ridge_gain": f"{_x(1 / ratio[gain], 2)} lower ({rows[gain]['setting']['name']})",
+            "ridge_loss": f"{_x(ratio[loss], 2)} higher ({rows[loss]['setting']['name']})"}
+
+
 def _selector_tables(res) -> dict:
     cols = ["decoder", "vs", "median", "p90", "max", "within 1.25x", "within 2x", "worst"]
 
@@ -381,9 +412,15 @@ def _byzantine_scale_tables(res) -> dict:
             rec = [r["flag_recall"] for r in rs if r["flag_recall"] is not None and r["flag_recall"] == r["flag_recall"]]
             by_attack.append([attack, N, f"{sum(rec) / len(rec):.2f}" if rec else "-",
                               _x(sorted(r["mse_over_clean"] for r in rs)[len(rs) // 2])])
-    return {"byzantine_scale.md": _columns(res["summary"], spec),
-            "byzantine_scale_attacks.md": _table(["attack", "N", "screen's recall (mean)", "screen's MSE / clean (median)"],
-                                                 by_attack)}
+    out = {"byzantine_scale.md": _columns(res["summary"], spec),
+           "byzantine_scale_attacks.md": _table(["attack", "N", "screen's recall (mean)", "screen's MSE / clean (median)"],
+                                                by_attack)}
+    if res.get("honest"):
+        out["byzantine_scale_honest.md"] = _table(
+            ["function", "K", "N", "screen / plain", "fixed ridges / plain"],
+            [[r["function"], r["K"], r["N"], _x(r["screen_over_plain"]), _x(r["screen-fixed_over_plain"])]
+             for r in res["honest"]])
+    return out
 
 
 def _byzantine_scale_substitutions(res) -> dict:
@@ -655,6 +692,8 @@ def substitutions() -> dict:
                      "selector_worst_pattern": worst["pattern"], "selector_worst_pattern_p90": _x(worst["p90"], 2),
                      "selector_coverage": _span([100 * c["covered"] for c in sel["coverage"] if c["family"] != "all"
                                                  and c["covered"] == c["covered"]], "{:.0f}%")})
+        if ("gcc-ridge1e-8", "oracle") in by:  # the default against its former ridge, setting by setting
+            subs.update(_paired_ridge(sel, by))
         subs.update({"selector_seed": str(sel["seed"]), "selector_settings": str(sel["n_settings"]),
                      "selector_rounds": str(sel["rounds"]), "selector_max_workers": str(sel["max_workers"]),
                      **_stamp(sel, "selector")})

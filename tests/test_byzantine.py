@@ -258,3 +258,46 @@ def test_a_stated_bound_on_the_liars_caps_the_screen_and_turns_it_on():
     assert not gencc.GCC(8, 32, n_adversaries=0).robust  # 0: no screening
     with pytest.raises(ValueError, match="n_adversaries must be an integer >= 0"):
         gencc.GCC(8, 32, n_adversaries=-1)
+
+
+def _rough_outputs(n_inputs, n_workers, seed):
+    """x sin x through GCC's encoder at N/K = 10 (rows sorted by beta) and 12 sign-flipped rows."""
+    rng = np.random.default_rng(seed)
+    g = gencc.GCC(n_inputs, n_workers)
+    Xt = g.encode(rng.uniform(-3, 3, size=(n_inputs, 1)))
+    order = np.argsort(g.beta)
+    t, Y = g.beta[order], (Xt * np.sin(Xt))[order]
+    liars = np.sort(rng.choice(n_workers, 12, replace=False))
+    Yl = Y.copy()
+    Yl[liars] *= -1
+    return t, Y, Yl, liars
+
+
+def test_screen_ridges_follow_the_node_spacing():
+    from gencc.robust import screen_outliers
+
+    t, _, Yl, _ = _rough_outputs(40, 400, 3)
+    kw = dict(min_keep=40, max_remove=80)
+    s = (64 / 399) ** 4
+    scaled = screen_outliers(t, Yl, **kw)
+    by_hand = screen_outliers(t, Yl, lam=1e-8 * s, gross_lam=1e-4 * s, also_lam=1e-6 * s, spacing_ref=None, **kw)
+    assert scaled.tolist() == by_hand.tolist()
+    # at or below spacing_ref + 1 rows the ridges are the ones given
+    t2, _, Yl2, _ = _rough_outputs(6, 60, 1)
+    kw2 = dict(min_keep=6, max_remove=12)
+    assert screen_outliers(t2, Yl2, **kw2).tolist() == screen_outliers(t2, Yl2, spacing_ref=None, **kw2).tolist()
+    with pytest.raises(ValueError, match="spacing_ref"):
+        screen_outliers(t, Yl, spacing_ref=0, **kw)
+
+
+def test_scaled_ridges_find_liars_the_fixed_ones_miss_at_n_400():
+    """Seed 3 of the rough x sin x curve: a fixed ridge of 1e-8 smooths across nodes at N = 400."""
+    from gencc.robust import screen_outliers
+
+    t, Y, Yl, liars = _rough_outputs(40, 400, 3)
+    real = set(liars[np.abs(Y[liars, 0]) > 0.1].tolist())  # a flip of a near-zero output is no lie
+    kw = dict(min_keep=40, max_remove=80)
+    found = set(screen_outliers(t, Yl, **kw).tolist())
+    fixed = set(screen_outliers(t, Yl, spacing_ref=None, **kw).tolist())
+    assert found <= set(liars.tolist()) and len(found & real) > len(fixed & real)
+    assert screen_outliers(t, Y, **kw).size == 0  # and no honest row flagged
