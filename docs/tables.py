@@ -425,7 +425,24 @@ def _byzantine_scale_tables(res) -> dict:
 
 def _byzantine_scale_substitutions(res) -> dict:
     sep = {r["N"]: r.get("separability") for r in res["summary"] if r["method"] == "plain"}
-    return {"bzscale_separability": ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())
+    def mean_of(method, key):
+        v = [r[key] for r in res["rows"] if r["method"] == method and r[key] is not None and r[key] == r[key]]
+        return f"{sum(v) / len(v):.2f}" if v else "-"
+
+    def gmean(method):
+        v = [max(r["mse_over_clean"], 1e-300) for r in res["rows"] if r["method"] == method]
+        return _x(math.exp(sum(math.log(x) for x in v) / len(v))) if v else "-"
+
+    extra = {}
+    if any(r["method"] == "screen-fixed" for r in res["rows"]):
+        extra = {f"bzscale_{key}_{m.replace('-', '_')}": f(m) for m in ("screen", "screen-fixed")
+                 for key, f in (("recall", lambda m: mean_of(m, "flag_recall")),
+                                ("precision", lambda m: mean_of(m, "flag_precision")), ("gmean", gmean))}
+    if res.get("honest"):
+        for m in ("screen", "screen-fixed"):
+            v = [r[f"{m}_over_plain"] for r in res["honest"]]
+            extra[f"bzscale_honest_{m.replace('-', '_')}"] = f"{_x(min(v))}-{_x(max(v))}"
+    return {**extra, "bzscale_separability": ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())
                                               if v is not None) or "-",
             "bzscale_seed": str(res["seed"]), "bzscale_rounds": str(res["rounds"]),
             **_stamp(res, "bzscale")}
