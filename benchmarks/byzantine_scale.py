@@ -12,8 +12,8 @@ per setting, on one draw, the separability: the liars' median deviation from the
 over the honest outputs' median leave-one-out residual (near 1, a lie looks like honest variation).
 
 Methods: ``plain`` = ``GCC(K, N)``, no screening; ``screen`` = ``GCC(K, N, robust=True)``, the
-shipped screen (:func:`gencc.robust.screen_outliers`); ``screen-fixed`` = the same screen with its
-ridges fixed at every N (``spacing_ref=None``, the screen before 2026-12), on the same draws; ``screen-A`` = ``GCC(K, N, n_adversaries=A)``, the
+shipped screen (:func:`gencc.robust.screen_outliers`); ``screen-scaled`` = the same screen with its
+ridges following the node spacing above 65 rows (``spacing_ref=64``), on the same draws; ``screen-A`` = ``GCC(K, N, n_adversaries=A)``, the
 screen told the true A (it flags at most A); ``oracle`` = the plain decode from the honest
 returned workers only (``drop_liars=True``): the floor any screen can reach; ``approxifer`` =
 ApproxIFER told the true A (its Berlekamp-Welch location, then Berrut's decode). Functions: x sin x
@@ -44,19 +44,19 @@ from gencc.kernels import Sobolev2
 from gencc.ridge import KernelRidge
 from gencc.report import format_table, write_csv, write_json
 
-METHODS = ("plain", "screen", "screen-fixed", "screen-A", "oracle", "approxifer")
+METHODS = ("plain", "screen", "screen-scaled", "screen-A", "oracle", "approxifer")
 SIZES = ((8, 80), (16, 160), (40, 400), (100, 1000))  # (K, N): N/K = 10, 10, 10, 10
 ATTACKS = {"sign": lambda A: bz.SignFlip(A), "scale10": lambda A: bz.ScaledOutput(A, factor=10.0),
            "random": lambda A: bz.RandomOutput(A), "bias": lambda A: bz.ConstantBias(A)}
 
 
 @contextlib.contextmanager
-def _fixed_ridges():
-    """GCC's robust decode with the screen's ridges fixed at every N (``spacing_ref=None``)."""
+def _scaled_ridges():
+    """GCC's robust decode with the screen's ridges following the node spacing (``spacing_ref=64``)."""
     from gencc.robust import screen_outliers
     from gencc.schemes import gcc as gcc_module
 
-    gcc_module.screen_outliers = functools.partial(screen_outliers, spacing_ref=None)
+    gcc_module.screen_outliers = functools.partial(screen_outliers, spacing_ref=64)
     try:
         yield
     finally:
@@ -92,8 +92,8 @@ def _separability(f, X, scheme, A, attack, S, rng) -> float:
     return float(np.median(dev) / max(float(np.median(np.abs(loo))), 1e-300))
 
 
-def _evaluate_fixed(f, scheme, X, stragglers, attack, common):
-    with _fixed_ridges():
+def _evaluate_scaled(f, scheme, X, stragglers, attack, common):
+    with _scaled_ridges():
         return gencc.evaluate(f, scheme, X, stragglers, byzantine=attack, **common)
 
 
@@ -110,12 +110,12 @@ def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = Tr
             plain = gencc.evaluate(f, gencc.GCC(K, N), X, stragglers, **common).mean("mse")
             robust = gencc.GCC(K, N, robust=True)
             ratios = {"screen": gencc.evaluate(f, robust, X, stragglers, **common).mean("mse") / max(plain, 1e-300)}
-            with _fixed_ridges():
-                ratios["screen-fixed"] = gencc.evaluate(f, robust, X, stragglers, **common).mean("mse") / max(plain, 1e-300)
+            with _scaled_ridges():
+                ratios["screen-scaled"] = gencc.evaluate(f, robust, X, stragglers, **common).mean("mse") / max(plain, 1e-300)
             honest.append({"function": name, "K": K, "N": N, **{f"{m}_over_plain": v for m, v in ratios.items()}})
             if progress:
-                print(f"honest {name} K={K} N={N}: screen {ratios['screen']:.3g}x, fixed ridges "
-                      f"{ratios['screen-fixed']:.3g}x the plain decode", file=sys.stderr, flush=True)
+                print(f"honest {name} K={K} N={N}: screen {ratios['screen']:.3g}x, scaled ridges "
+                      f"{ratios['screen-scaled']:.3g}x the plain decode", file=sys.stderr, flush=True)
     settings = [(name, K, N, A, attack) for name in functions for K, N in SIZES if N <= max_workers
                 for A in (N // 20, N // 10) for attack in ATTACKS]
     for i, (name, K, N, A, attack) in enumerate(settings):
@@ -129,7 +129,7 @@ def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = Tr
         clean = gencc.evaluate(f, plain, X, stragglers, **common).mean("mse")
         ev = {"plain": gencc.evaluate(f, plain, X, stragglers, byzantine=ATTACKS[attack](A), **common),
               "screen": gencc.evaluate(f, robust, X, stragglers, byzantine=ATTACKS[attack](A), **common),
-              "screen-fixed": _evaluate_fixed(f, robust, X, stragglers, ATTACKS[attack](A), common),
+              "screen-scaled": _evaluate_scaled(f, robust, X, stragglers, ATTACKS[attack](A), common),
               "screen-A": gencc.evaluate(f, gencc.GCC(K, N, n_adversaries=A), X, stragglers,
                                          byzantine=ATTACKS[attack](A), **common),
               "oracle": gencc.evaluate(f, plain, X, stragglers, byzantine=ATTACKS[attack](A), drop_liars=True,
@@ -148,7 +148,7 @@ def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = Tr
             print(f"[{i + 1}/{len(settings)}] {name} K={K} N={N} A={A} {attack}: plain "
                   f"{r['plain']['mse_over_clean']:.3g}x, screen {r['screen']['mse_over_clean']:.3g}x "
                   f"(precision {r['screen']['flag_precision']:.2f}, recall {r['screen']['flag_recall']:.2f}), "
-                  f"fixed ridges {r['screen-fixed']['mse_over_clean']:.3g}x (recall {r['screen-fixed']['flag_recall']:.2f}), "
+                  f"scaled ridges {r['screen-scaled']['mse_over_clean']:.3g}x (recall {r['screen-scaled']['flag_recall']:.2f}), "
                   f"oracle {r['oracle']['mse_over_clean']:.3g}x, ApproxIFER {r['approxifer']['mse_over_clean']:.3g}x "
                   f"({time.perf_counter() - t0:.1f} s)",
                   file=sys.stderr, flush=True)
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
     print(format_table(res["summary"], ["N", "method", "settings", "median", "max", "within_2x", "precision",
                                         "recall"], title=f"Byzantine workers at scale, seed {seed}: MSE over the "
                                                          "adversary-free decode"))
-    print(format_table(res["honest"], ["function", "K", "N", "screen_over_plain", "screen-fixed_over_plain"],
+    print(format_table(res["honest"], ["function", "K", "N", "screen_over_plain", "screen-scaled_over_plain"],
                        title="No liars: the robust decode's MSE over the plain decode's"))
     write_json(res, f"{args.out}/byzantine_scale.json")
     write_csv(res["rows"], f"{args.out}/byzantine_scale.csv")

@@ -417,8 +417,8 @@ def _byzantine_scale_tables(res) -> dict:
                                                 by_attack)}
     if res.get("honest"):
         out["byzantine_scale_honest.md"] = _table(
-            ["function", "K", "N", "screen / plain", "fixed ridges / plain"],
-            [[r["function"], r["K"], r["N"], _x(r["screen_over_plain"]), _x(r["screen-fixed_over_plain"])]
+            ["function", "K", "N", "screen / plain", "scaled ridges / plain"],
+            [[r["function"], r["K"], r["N"], _x(r["screen_over_plain"]), _x(r["screen-scaled_over_plain"])]
              for r in res["honest"]])
     return out
 
@@ -434,12 +434,12 @@ def _byzantine_scale_substitutions(res) -> dict:
         return _x(math.exp(sum(math.log(x) for x in v) / len(v))) if v else "-"
 
     extra = {}
-    if any(r["method"] == "screen-fixed" for r in res["rows"]):
-        extra = {f"bzscale_{key}_{m.replace('-', '_')}": f(m) for m in ("screen", "screen-fixed")
+    if any(r["method"] == "screen-scaled" for r in res["rows"]):
+        extra = {f"bzscale_{key}_{m.replace('-', '_')}": f(m) for m in ("screen", "screen-scaled")
                  for key, f in (("recall", lambda m: mean_of(m, "flag_recall")),
                                 ("precision", lambda m: mean_of(m, "flag_precision")), ("gmean", gmean))}
     if res.get("honest"):
-        for m in ("screen", "screen-fixed"):
+        for m in ("screen", "screen-scaled"):
             v = [r[f"{m}_over_plain"] for r in res["honest"]]
             extra[f"bzscale_honest_{m.replace('-', '_')}"] = f"{_x(min(v))}-{_x(max(v))}"
     return {**extra, "bzscale_separability": ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())

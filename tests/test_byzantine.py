@@ -279,13 +279,13 @@ def test_screen_ridges_follow_the_node_spacing():
     t, _, Yl, _ = _rough_outputs(40, 400, 3)
     kw = dict(min_keep=40, max_remove=80)
     s = (64 / 399) ** 4
-    scaled = screen_outliers(t, Yl, **kw)
-    by_hand = screen_outliers(t, Yl, lam=1e-8 * s, gross_lam=1e-4 * s, also_lam=1e-6 * s, spacing_ref=None, **kw)
+    scaled = screen_outliers(t, Yl, spacing_ref=64, **kw)
+    by_hand = screen_outliers(t, Yl, lam=1e-8 * s, gross_lam=1e-4 * s, also_lam=1e-6 * s, **kw)
     assert scaled.tolist() == by_hand.tolist()
     # at or below spacing_ref + 1 rows the ridges are the ones given
     t2, _, Yl2, _ = _rough_outputs(6, 60, 1)
     kw2 = dict(min_keep=6, max_remove=12)
-    assert screen_outliers(t2, Yl2, **kw2).tolist() == screen_outliers(t2, Yl2, spacing_ref=None, **kw2).tolist()
+    assert screen_outliers(t2, Yl2, spacing_ref=64, **kw2).tolist() == screen_outliers(t2, Yl2, **kw2).tolist()
     with pytest.raises(ValueError, match="spacing_ref"):
         screen_outliers(t, Yl, spacing_ref=0, **kw)
 
@@ -297,7 +297,7 @@ def test_scaled_ridges_find_liars_the_fixed_ones_miss_at_n_400():
     t, Y, Yl, liars = _rough_outputs(40, 400, 3)
     real = set(liars[np.abs(Y[liars, 0]) > 0.1].tolist())  # a flip of a near-zero output is no lie
     kw = dict(min_keep=40, max_remove=80)
-    found = set(screen_outliers(t, Yl, **kw).tolist())
-    fixed = set(screen_outliers(t, Yl, spacing_ref=None, **kw).tolist())
+    found = set(screen_outliers(t, Yl, spacing_ref=64, **kw).tolist())
+    fixed = set(screen_outliers(t, Yl, **kw).tolist())
     assert found <= set(liars.tolist()) and len(found & real) > len(fixed & real)
-    assert screen_outliers(t, Y, **kw).size == 0  # and no honest row flagged
+    assert screen_outliers(t, Y, spacing_ref=64, **kw).size == 0  # and no honest row flagged here

@@ -156,7 +156,7 @@ def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 
                     confirm: int = 3, gain: float = 4.0, pairs: bool = False, gross: float = 6.0,
                     gross_lam: float = 1e-4, rank_lam: float | None = None,
                     rank_threshold: float = 2.0, vote: float | None = 0.5,
-                    also_lam: float | None = 1e-6, spacing_ref: int | None = 64) -> np.ndarray:
+                    also_lam: float | None = 1e-6, spacing_ref: int | None = None) -> np.ndarray:
     """Flag outputs inconsistent with a smooth curve through the rest, one at a time.
 
     Parameters
@@ -221,12 +221,13 @@ def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 
         ridge, besides those of the fit at ``lam``; their removal is still
         confirmed at ``lam``. None: only ``lam``'s candidates.
         ``vote=None, also_lam=None`` is the earlier screen exactly.
-    spacing_ref : int or None, default 64
-        Every ridge above (``lam``, ``gross_lam``, ``also_lam``, ``rank_lam``)
-        is the one for ``spacing_ref + 1`` rows; with n rows it is multiplied
-        by ``min(1, (spacing_ref / (n - 1))^4)``, so each fit smooths over
-        the same number of nodes at every N (see Notes). None: the ridges as
-        given at every n (the screen before 2026-12).
+    spacing_ref : int or None, default None
+        If set, every ridge above (``lam``, ``gross_lam``, ``also_lam``,
+        ``rank_lam``) is the one for ``spacing_ref + 1`` rows; with n rows it
+        is multiplied by ``min(1, (spacing_ref / (n - 1))^4)``, so each fit
+        smooths over the same number of nodes at every N (see Notes: more
+        liars found at N >= 160, but honest workers flagged at N = 1,000).
+        None: the ridges as given at every n.
 
     Returns
     -------
@@ -311,20 +312,20 @@ def screen_outliers(t, Y, *, min_keep: int, max_remove: int, threshold: float = 
     K = 100, N = 1,000 (x sin x) the honest leave-one-out residuals at
     lam 1e-8 were 0.47 (median) against 0.002 at interpolation, as large
     as a sign flip, and the screen flagged almost nothing. Scaling every
-    ridge by ``(64 / (n - 1))^4`` above 65 rows (the spacing's fourth
-    power: the same width in nodes) raised the mean recall over N = 80-
-    1,000 (x sin x and a tanh MLP, four attacks, A = N/10, dev seed 11,
-    3 draws each) from 0.49 to 0.68 and lowered the geometric-mean MSE
-    over the adversary-free decode from 9.0e4 to 5.5e4, precision 0.90 ->
-    0.82, at no cost on honest outputs (robust over plain MSE 0.29-1.0 on
-    those settings). Scaling from 32 rows found more (recall 0.76) but
-    flagged honest workers: with no liar the robust decode measured up to
-    1e7x the plain one (a tanh MLP, N = 160-1,000: the gross stage's
-    smoothing fit at that ridge has heavy-tailed honest residuals), and a
-    gross threshold of 10 did not cure it. Still far from issue 30's
-    targets: one missed liar ruins an interpolating decode.
-    ``benchmarks/byzantine_scale.py`` measures it on fresh draws beside
-    the fixed ridges.
+    ridge by ``(64 / (n - 1))^4`` above 65 rows (``spacing_ref=64``: the
+    same width in nodes) raised the mean recall over N = 80-1,000 (x sin x
+    and a tanh MLP, four attacks, A = N/10, dev seed 11, 3 draws each) from
+    0.49 to 0.68 and lowered the geometric-mean MSE over the adversary-free
+    decode from 9.0e4 to 5.5e4, precision 0.90 -> 0.82, at no cost on that
+    seed's honest outputs. Scaling from 32 rows found more (recall 0.76)
+    but flagged honest workers (up to 1e7x the plain decode's MSE with no
+    liar). On a fresh seed (2296131035, ``benchmarks/byzantine_scale.py``)
+    the 64-row scaling again found more liars at N = 160-400 (recall 0.67
+    against 0.48 on sign flips at N = 400, 0.49 against 0.13 on random
+    outputs) but with no liar it cost 274x (x sin x) and 9.9x (the MLP) the
+    plain decode's MSE at N = 1,000, where the fixed ridges cost 1.0x. So it
+    is not the default: the screen must not hurt honest outputs.
+    ``benchmarks/byzantine_scale.py`` scores both on the same draws.
 
     Alternatives measured and not taken: one stage at lam 1e-8 (threshold
     8: 2.4 false flags per honest decode on x sin x, K = 8); one stage at
