@@ -13,7 +13,8 @@ over the honest outputs' median leave-one-out residual (near 1, a lie looks like
 
 Methods: ``plain`` = ``GCC(K, N)``, no screening; ``screen`` = ``GCC(K, N, robust=True)``, the
 shipped screen (:func:`gencc.robust.screen_outliers`); ``screen-scaled`` = the same screen with its
-ridges following the node spacing above 65 rows (``spacing_ref=64``), on the same draws; ``screen-A`` = ``GCC(K, N, n_adversaries=A)``, the
+ridges following the node spacing above 65 rows (``GCC(K, N, robust=True, robust_spacing_ref=64)``), on
+the same draws; ``screen-A`` = ``GCC(K, N, n_adversaries=A)``, the
 screen told the true A (it flags at most A); ``oracle`` = the plain decode from the honest
 returned workers only (``drop_liars=True``): the floor any screen can reach; ``approxifer`` =
 ApproxIFER told the true A (its Berlekamp-Welch location, then Berrut's decode). Functions: x sin x
@@ -28,8 +29,6 @@ flag precision and recall >= 0.95 (sign flips and scaling) or >= 0.8 (the others
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import math
 import secrets
 import sys
@@ -48,19 +47,6 @@ METHODS = ("plain", "screen", "screen-scaled", "screen-A", "oracle", "approxifer
 SIZES = ((8, 80), (16, 160), (40, 400), (100, 1000))  # (K, N): N/K = 10, 10, 10, 10
 ATTACKS = {"sign": lambda A: bz.SignFlip(A), "scale10": lambda A: bz.ScaledOutput(A, factor=10.0),
            "random": lambda A: bz.RandomOutput(A), "bias": lambda A: bz.ConstantBias(A)}
-
-
-@contextlib.contextmanager
-def _scaled_ridges():
-    """GCC's robust decode with the screen's ridges following the node spacing (``spacing_ref=64``)."""
-    from gencc.robust import screen_outliers
-    from gencc.schemes import gcc as gcc_module
-
-    gcc_module.screen_outliers = functools.partial(screen_outliers, spacing_ref=64)
-    try:
-        yield
-    finally:
-        gcc_module.screen_outliers = screen_outliers
 
 
 def _functions(rng):
@@ -92,11 +78,6 @@ def _separability(f, X, scheme, A, attack, S, rng) -> float:
     return float(np.median(dev) / max(float(np.median(np.abs(loo))), 1e-300))
 
 
-def _evaluate_scaled(f, scheme, X, stragglers, attack, common):
-    with _scaled_ridges():
-        return gencc.evaluate(f, scheme, X, stragglers, byzantine=attack, **common)
-
-
 def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = True) -> dict:
     """Every setting's rows (one per method) for ``seed``."""
     rng = np.random.default_rng(seed)
@@ -108,10 +89,9 @@ def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = Tr
                 continue
             stragglers, common = st.RandomStragglers(max(1, N // 20)), dict(rounds=rounds, seed=int(rng.integers(2 ** 31)))
             plain = gencc.evaluate(f, gencc.GCC(K, N), X, stragglers, **common).mean("mse")
-            robust = gencc.GCC(K, N, robust=True)
-            ratios = {"screen": gencc.evaluate(f, robust, X, stragglers, **common).mean("mse") / max(plain, 1e-300)}
-            with _scaled_ridges():
-                ratios["screen-scaled"] = gencc.evaluate(f, robust, X, stragglers, **common).mean("mse") / max(plain, 1e-300)
+            ratios = {m: gencc.evaluate(f, scheme, X, stragglers, **common).mean("mse") / max(plain, 1e-300)
+                      for m, scheme in (("screen", gencc.GCC(K, N, robust=True)),
+                                        ("screen-scaled", gencc.GCC(K, N, robust=True, robust_spacing_ref=64)))}
             honest.append({"function": name, "K": K, "N": N, **{f"{m}_over_plain": v for m, v in ratios.items()}})
             if progress:
                 print(f"honest {name} K={K} N={N}: screen {ratios['screen']:.3g}x, scaled ridges "
@@ -129,7 +109,8 @@ def run(seed: int, rounds: int = 6, max_workers: int = 1000, progress: bool = Tr
         clean = gencc.evaluate(f, plain, X, stragglers, **common).mean("mse")
         ev = {"plain": gencc.evaluate(f, plain, X, stragglers, byzantine=ATTACKS[attack](A), **common),
               "screen": gencc.evaluate(f, robust, X, stragglers, byzantine=ATTACKS[attack](A), **common),
-              "screen-scaled": _evaluate_scaled(f, robust, X, stragglers, ATTACKS[attack](A), common),
+              "screen-scaled": gencc.evaluate(f, gencc.GCC(K, N, robust=True, robust_spacing_ref=64), X, stragglers,
+                                              byzantine=ATTACKS[attack](A), **common),
               "screen-A": gencc.evaluate(f, gencc.GCC(K, N, n_adversaries=A), X, stragglers,
                                          byzantine=ATTACKS[attack](A), **common),
               "oracle": gencc.evaluate(f, plain, X, stragglers, byzantine=ATTACKS[attack](A), drop_liars=True,

@@ -64,30 +64,22 @@ def _selfcal_tables(res, drift) -> dict:
 def _paired_ridge(sel, by) -> dict:
     """The default (ridge 0) against ``gcc-ridge1e-8`` (its former ridge) on the same draws:
     substitutions ``ridge_*`` for the decoder-selection page."""
-    def floored(row, dec):
-        return max(row["mse"][dec], row.get("exact_floor", 0.0), 1e-300)
-
-    def quantile(v, q):  # linear interpolation between order statistics, as numpy's default
-        v = sorted(v)
-        pos = q * (len(v) - 1)
-        lo = math.floor(pos)
-        return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (pos - lo)
-
     rows = sel["rows"]
-    ratio = [floored(r, "gcc") / floored(r, "gcc-ridge1e-8") for r in rows]
+    ratio = [r["ratio"]["gcc"] / r["ratio"]["gcc-ridge1e-8"] for r in rows]  # both over the same oracle
     big = [r for r in rows if r["setting"]["N"] >= 128]
     gain, loss = ratio.index(min(ratio)), ratio.index(max(ratio))
 
-    def p90(dec, sub):
-        return _x(quantile([r["ratio"][dec] for r in sub], 0.9), 2) if sub else "n/a"
+    def p90(dec):  # over the settings with N >= 128; "inclusive" interpolates as numpy's default
+        v = [r["ratio"][dec] for r in big]
+        return _x(statistics.quantiles(v, n=10, method="inclusive")[-1], 2) if len(v) > 1 else "n/a"
 
     return {"ridge_old_median": _x(by["gcc-ridge1e-8", "oracle"]["median"]),
             "ridge_old_p90": _x(by["gcc-ridge1e-8", "oracle"]["p90"], 2),
             "ridge_old_max": _x(by["gcc-ridge1e-8", "oracle"]["max"], 2),
             "ridge_better": _pct(sum(x < 1 / 1.1 for x in ratio) / len(ratio)),
             "ridge_worse": _pct(sum(x > 1.1 for x in ratio) / len(ratio)),
-            "ridge_big_settings": str(len(big)), "ridge_big_p90": p90("gcc", big),
-            "ridge_big_old_p90": p90("gcc-ridge1e-8", big),
+            "ridge_big_settings": str(len(big)), "ridge_big_p90": p90("gcc"),
+            "ridge_big_old_p90": p90("gcc-ridge1e-8"),
             "ridge_gain": f"{_x(1 / ratio[gain], 2)} lower ({rows[gain]['setting']['name']})",
             "ridge_loss": f"{_x(ratio[loss], 2)} higher ({rows[loss]['setting']['name']})"}
 

@@ -301,3 +301,19 @@ def test_scaled_ridges_find_liars_the_fixed_ones_miss_at_n_400():
     fixed = set(screen_outliers(t, Yl, **kw).tolist())
     assert found <= set(liars.tolist()) and len(found & real) > len(fixed & real)
     assert screen_outliers(t, Y, spacing_ref=64, **kw).size == 0  # and no honest row flagged here
+
+
+def test_gcc_passes_its_spacing_ref_to_the_screen():
+    rng = np.random.default_rng(3)
+    g = gencc.GCC(40, 400, robust=True, robust_spacing_ref=64)
+    Y = g.encode(rng.uniform(-3, 3, size=(40, 1)))
+    Y = Y * np.sin(Y)
+    liars = rng.choice(400, 12, replace=False)
+    Y[liars] *= -1
+    order = np.argsort(g.beta)
+    expect = screen_outliers(g.beta[order], Y[order], min_keep=g.trusted_returns, max_remove=80, spacing_ref=64)
+    flagged = g.decode_with_info(Y, np.arange(400)).info["flagged"]
+    assert sorted(np.asarray(flagged).tolist()) == sorted(order[expect].tolist())
+    assert g.get_params()["robust_spacing_ref"] == 64
+    with pytest.raises(ValueError, match="robust_spacing_ref"):
+        gencc.GCC(40, 400, robust=True, robust_spacing_ref=0)
