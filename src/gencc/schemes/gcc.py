@@ -322,6 +322,9 @@ class GCC(CodingScheme):
     """
 
     name = "gcc"
+    # hole tests slide inward where a target's hole would reach past an end node (hole_blocks);
+    # False: skip them, as before 2026-12 (the selector bench scores both)
+    _slide_holes = True
 
     def __init__(
         self,
@@ -500,7 +503,8 @@ class GCC(CodingScheme):
         the hole-test map (n_tests, |F|)."""
         t, eye = self.beta[idx], np.eye(idx.size)
         fit = KernelRidge(self._kernels[0], self.lam_dec).fit(t, eye)
-        holes, tests = hole_residuals(t, eye, self._kernels[0], self.lam_dec, self.alpha, centres=self.centres)
+        holes, tests = hole_residuals(t, eye, self._kernels[0], self.lam_dec, self.alpha, centres=self.centres,
+                                      slide=self._slide_holes)
         return DecoderEntry(None, fit.predict(self.alpha), fit.loo_residuals_, not np.isnan(fit.loo_mse_),
                             {"kernel": str(fit.kernel), "lam_dec": fit.lam_effective_},
                             holes=holes, tests=tests, error_factor=RMSE_P90_FACTOR, n_targets=self.n_inputs)
@@ -514,7 +518,8 @@ class GCC(CodingScheme):
             info = {"kernel": str(fit.kernel), "lam_dec": fit.lam_effective_}
             if want_info:
                 info["loo_mse"] = fit.loo_mse_
-                R, tests = hole_residuals(t, Y2, self._kernels[0], self.lam_dec, self.alpha, centres=self.centres)
+                R, tests = hole_residuals(t, Y2, self._kernels[0], self.lam_dec, self.alpha, centres=self.centres,
+                                          slide=self._slide_holes)
                 self._error_info(info, R, tests)
             return fit, info
         lam = None if self.lam_dec == "auto" else self.lam_dec
@@ -522,7 +527,7 @@ class GCC(CodingScheme):
         if criterion == "auto":  # every hole one node wide: leave-one-out tests them all (Notes)
             criterion = "gap" if widest_hole(self.beta, idx) > 1 else "loo"
         sel = select_ridge(t, Y2, self._kernels, lam=lam, criterion=criterion, targets=self.alpha,
-                           centres=self.centres, hole_tests=want_info)
+                           centres=self.centres, hole_tests=want_info, slide=self._slide_holes)
         info = {"kernel": str(sel.kernel), "lam_dec": sel.lam, "scores": sel.scores, "criterion": criterion}
         if want_info:
             info["loo_mse"] = sel.fit.loo_mse_
