@@ -542,7 +542,7 @@ def test_hedged_pull_placement_waits_for_an_idle_worker_instead_of_queueing():
 
 
 # -- direct dispatch: a systematic task leaves as soon as its input's rows are in ---------------------
-from gencc.runtime.stream import ColumnBatcher, column_due, column_row  # noqa: E402
+from gencc.runtime.direct import ColumnBatcher, column_due, column_row  # noqa: E402
 
 SYS = dict(worker_points="systematic", kernel="sobolev2")
 

@@ -31,7 +31,8 @@ from .microbatch import encode_stacked
 from .options import check_column_window, executor_options
 from .ordered_map import ordered_map
 from .request import RequestFuture
-from .stream import ColumnBatcher, RequestBatcher
+from .direct import ColumnBatcher
+from .stream import RequestBatcher
 from .streaming import StreamingExecutor
 
 __all__ = ["CodedExecutor"]
@@ -778,7 +779,7 @@ def _same_model(X):  # a marker: which workers would run something other than th
 
 
 class _DirectDispatch:
-    """The executor's side of a :class:`~gencc.runtime.stream.ColumnBatcher`."""
+    """The executor's side of a :class:`~gencc.runtime.direct.ColumnBatcher`."""
 
     def __init__(self, ex):
         self.open, self.send, self.close = ex._open_batch, ex._send_column, ex._close_batch
