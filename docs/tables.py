@@ -61,27 +61,32 @@ def _selfcal_tables(res, drift) -> dict:
     return out
 
 
-def _paired_ridge(sel, by) -> dict:
-    """The default (ridge 0) against ``gcc-ridge1e-8`` (its former ridge) on the same draws:
-    substitutions ``ridge_*`` for the decoder-selection page."""
+def _paired(sel, by, former: str, prefix: str) -> dict:
+    """The default against ``former`` (the default as it was before one change) on the same
+    draws: substitutions ``{prefix}_*`` for the decoder-selection page."""
     rows = sel["rows"]
-    ratio = [r["ratio"]["gcc"] / r["ratio"]["gcc-ridge1e-8"] for r in rows]  # both over the same oracle
+    ratio = [r["ratio"]["gcc"] / r["ratio"][former] for r in rows]  # both over the same oracle
     big = [r for r in rows if r["setting"]["N"] >= 128]
     gain, loss = ratio.index(min(ratio)), ratio.index(max(ratio))
 
-    def p90(dec):  # over the settings with N >= 128; "inclusive" interpolates as numpy's default
-        v = [r["ratio"][dec] for r in big]
+    def p90(dec, sub):  # "inclusive" interpolates as numpy's default
+        v = [r["ratio"][dec] for r in sub]
         return _x(statistics.quantiles(v, n=10, method="inclusive")[-1], 2) if len(v) > 1 else "n/a"
 
-    return {"ridge_old_median": _x(by["gcc-ridge1e-8", "oracle"]["median"]),
-            "ridge_old_p90": _x(by["gcc-ridge1e-8", "oracle"]["p90"], 2),
-            "ridge_old_max": _x(by["gcc-ridge1e-8", "oracle"]["max"], 2),
-            "ridge_better": _pct(sum(x < 1 / 1.1 for x in ratio) / len(ratio)),
-            "ridge_worse": _pct(sum(x > 1.1 for x in ratio) / len(ratio)),
-            "ridge_big_settings": str(len(big)), "ridge_big_p90": p90("gcc"),
-            "ridge_big_old_p90": p90("gcc-ridge1e-8"),
-            "ridge_gain": f"{_x(1 / ratio[gain], 2)} lower ({rows[gain]['setting']['name']})",
-            "ridge_loss": f"{_x(ratio[loss], 2)} higher ({rows[loss]['setting']['name']})"}
+    blocks = [r for r in rows if r["setting"]["pattern"] in ("block", "blocks", "worst-block")]
+    return {f"{prefix}_old_median": _x(by[former, "oracle"]["median"]),
+            f"{prefix}_old_p90": _x(by[former, "oracle"]["p90"], 2),
+            f"{prefix}_old_max": _x(by[former, "oracle"]["max"], 2),
+            f"{prefix}_better": _pct(sum(x < 1 / 1.1 for x in ratio) / len(ratio)),
+            f"{prefix}_worse": _pct(sum(x > 1.1 for x in ratio) / len(ratio)),
+            f"{prefix}_big_settings": str(len(big)), f"{prefix}_big_p90": p90("gcc", big),
+            f"{prefix}_big_old_p90": p90(former, big),
+            f"{prefix}_block_settings": str(len(blocks)), f"{prefix}_block_p90": p90("gcc", blocks),
+            f"{prefix}_block_old_p90": p90(former, blocks),
+            f"{prefix}_block_max": _x(max((r["ratio"]["gcc"] for r in blocks), default=math.nan), 2),
+            f"{prefix}_block_old_max": _x(max((r["ratio"][former] for r in blocks), default=math.nan), 2),
+            f"{prefix}_gain": f"{_x(1 / ratio[gain], 2)} lower ({rows[gain]['setting']['name']})",
+            f"{prefix}_loss": f"{_x(ratio[loss], 2)} higher ({rows[loss]['setting']['name']})"}
 
 
 def _selector_tables(res) -> dict:
@@ -96,8 +101,10 @@ def _selector_tables(res) -> dict:
         "selector_peers.md": _table(cols, rows(res["summary_vs_letcc"] + res["summary_vs_bacc"])),
         "selector_patterns.md": _table(["pattern"] + cols, rows(res["by_pattern"], ("pattern",))),
         "selector_coverage.md": _table(
-            ["family", "decoded inputs", "true RMSE under rmse_p90", "true / estimate: median", "p90"],
-            [[c["family"], f"{c['inputs']:,}", _pct(c["covered"]), f"{c['ratio_p50']:.2f}", f"{c['ratio_p90']:.2f}"]
+            ["family", "decoded inputs", "no bound (rmse_p90 inf)", "true RMSE under rmse_p90",
+             "true / estimate: median", "p90"],
+            [[c["family"], f"{c['inputs']:,}", _pct(c["unbounded"]) if "unbounded" in c else "n/a",
+              _pct(c["covered"]), f"{c['ratio_p50']:.2f}", f"{c['ratio_p90']:.2f}"]
              for c in res["coverage"]]),
     }
 
@@ -701,8 +708,9 @@ def substitutions() -> dict:
                      "selector_worst_pattern": worst["pattern"], "selector_worst_pattern_p90": _x(worst["p90"], 2),
                      "selector_coverage": _span([100 * c["covered"] for c in sel["coverage"] if c["family"] != "all"
                                                  and c["covered"] == c["covered"]], "{:.0f}%")})
-        if ("gcc-ridge1e-8", "oracle") in by:  # the default against its former ridge, setting by setting
-            subs.update(_paired_ridge(sel, by))
+        for former, prefix in (("gcc-ridge1e-8", "ridge"), ("gcc-unslid", "slide")):
+            if (former, "oracle") in by:  # the default against itself before one change, setting by setting
+                subs.update(_paired(sel, by, former, prefix))
         subs.update({"selector_seed": str(sel["seed"]), "selector_settings": str(sel["n_settings"]),
                      "selector_rounds": str(sel["rounds"]), "selector_max_workers": str(sel["max_workers"]),
                      **_stamp(sel, "selector")})

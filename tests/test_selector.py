@@ -71,10 +71,29 @@ def test_hole_errors_match_refits_and_average_per_target():
     for k in range(alpha.size):
         rows = tests[tests[:, 0] == k, 1]
         np.testing.assert_allclose(rmse[k], np.sqrt(np.mean(R[rows] ** 2)))
-    # a target with no test of its own gets the mean over all tests; no test at all gets the fallback
-    np.testing.assert_allclose(hole_rmse(R, tests[tests[:, 0] != 0], alpha.size)[0],
-                               np.sqrt(np.mean(np.mean(R[tests[tests[:, 0] != 0, 1]] ** 2, axis=1))))
+    # a target with no test of its own has no estimate (or the one asked for); no test at all: the fallback
+    partial = hole_rmse(R, tests[tests[:, 0] != 0], alpha.size)
+    assert partial[0] == np.inf and np.all(np.isfinite(partial[1:]))
+    np.testing.assert_allclose(partial[1:], rmse[1:])
+    assert hole_rmse(R, tests[tests[:, 0] != 0], alpha.size, untested=0.5)[0] == 0.5
     np.testing.assert_allclose(hole_rmse(R[:0], tests[:0], 3, fallback=4.0), [2.0, 2.0, 2.0])
+
+
+def test_an_input_whose_hole_no_test_can_copy_gets_no_bound():
+    K, N = 2, 15
+    s = gencc.GCC(K, N)
+    X = np.array([[-1.0], [1.2]])
+    Y = np.tanh(s.encode(X))
+    order = np.argsort(s.beta)
+    ret = np.sort(order[np.r_[0:3, 9:15]])  # six adjacent workers missing: alpha_0's hole spans most of [-1, 1]
+    got = s.decode_with_info(Y[ret], ret)
+    assert got.info["rmse"][0] == np.inf and got.info["rmse_p90"][0] == np.inf
+    assert np.isfinite(got.info["rmse"][1])  # the other input's hole is copied by tests
+    fixed = gencc.GCC(K, N, kernel="sobolev2")  # the cached fixed decoder says the same
+    fixed.set_decoder_cache(8)
+    for _ in range(2):
+        info = fixed.decode_with_info(Y[ret], ret).info
+        assert info["rmse"][0] == np.inf and np.isfinite(info["rmse"][1])
 
 
 def test_every_decoded_input_gets_its_own_error_estimate_and_exact_ones_zero():

@@ -199,7 +199,8 @@ def hole_residuals(t, Y, kernel: Kernel, lam: float, targets, *, centres: int = 
     return np.asarray(path[0].block).reshape(len(blocks), -1), tests
 
 
-def hole_rmse(residuals, tests, n_targets: int, fallback: float = float("nan")) -> np.ndarray:
+def hole_rmse(residuals, tests, n_targets: int, fallback: float = float("nan"),
+              untested: float = math.inf) -> np.ndarray:
     """Each target's root-mean-squared error estimated by its own hole tests.
 
     Parameters
@@ -214,14 +215,29 @@ def hole_rmse(residuals, tests, n_targets: int, fallback: float = float("nan")) 
         K.
     fallback : float
         The mean squared error to assume where no test is available at
-        all (e.g. the leave-one-out error).
+        all (e.g. the leave-one-out error where every hole is one node
+        wide; ``inf``: no estimate).
+    untested : float, default inf
+        The RMSE of a target with no test of its own while others have
+        some: its hole is wider than the returned nodes can host anywhere,
+        so no test copies it, and the other targets' tests (narrower holes)
+        say little of it. ``inf``: no estimate, the decoder cannot stand
+        behind that answer (Notes).
 
     Returns
     -------
     ndarray, shape (K,)
-        ``sqrt(mean over target k's tests of mean_m r^2)``; a target with
-        no test of its own gets the mean over every test, and every target
-        gets ``sqrt(fallback)`` when there is no test.
+        ``sqrt(mean over target k's tests of mean_m r^2)``; ``untested``
+        for a target with no test of its own, and ``sqrt(fallback)`` for
+        every target when there is no test.
+
+    Notes
+    -----
+    Until 2026-12 an untested target got the mean over every test. On
+    settings drawn from seed 77 (the selector bench's draws, the default
+    decoder, 5,576 decoded inputs) 4% of inputs had no test of their own
+    and their true RMSE stayed under that ``rmse_p90`` for 38% of them
+    (median true RMSE 1.3x the bound) against 97% for the tested inputs.
     """
     R = np.asarray(residuals, dtype=np.float64)
     tests = np.asarray(tests, dtype=np.int64).reshape(-1, 2)
@@ -230,5 +246,4 @@ def hole_rmse(residuals, tests, n_targets: int, fallback: float = float("nan")) 
     per = np.mean(R.reshape(R.shape[0], -1) ** 2, axis=1)  # (n_tests,)
     total = np.bincount(tests[:, 0], weights=per[tests[:, 1]], minlength=n_targets)
     count = np.bincount(tests[:, 0], minlength=n_targets)
-    mse = np.where(count > 0, total / np.maximum(count, 1), float(np.mean(per[tests[:, 1]])))
-    return np.sqrt(mse)
+    return np.where(count > 0, np.sqrt(total / np.maximum(count, 1)), float(untested))

@@ -7,6 +7,8 @@ Once that matrix is cached, a repeated returned set costs one matrix product.
 
 from __future__ import annotations
 
+import math
+
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -51,6 +53,9 @@ class DecoderEntry:
         ``rmse_p90 / rmse``.
     n_targets : int
         K (``rmse`` has one entry per input, decoded by this entry or not).
+    loo_stands_for_holes : bool
+        Every hole of the returned set is one node wide, so the leave-one-out
+        error stands for the hole tests where none can be cut (else: inf).
     """
 
     rows: np.ndarray | None
@@ -62,6 +67,7 @@ class DecoderEntry:
     tests: np.ndarray | None = None
     error_factor: float = float("nan")
     n_targets: int = 0
+    loo_stands_for_holes: bool = True
 
     @property
     def nbytes(self) -> int:
@@ -73,7 +79,8 @@ class DecoderEntry:
         if self.loo is not None:
             info["loo_mse"] = float(np.mean((self.loo @ Y2) ** 2)) if self.loo_defined else float("nan")
         if self.holes is not None:
-            rmse = hole_rmse(self.holes @ Y2, self.tests, self.n_targets, info.get("loo_mse", float("nan")))
+            no_test = info.get("loo_mse", float("nan")) if self.loo_stands_for_holes else math.inf
+            rmse = hole_rmse(self.holes @ Y2, self.tests, self.n_targets, no_test)
             info["rmse"], info["rmse_p90"] = rmse, self.error_factor * rmse
         return info
 
