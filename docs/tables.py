@@ -708,7 +708,7 @@ def substitutions() -> dict:
                      "selector_worst_pattern": worst["pattern"], "selector_worst_pattern_p90": _x(worst["p90"], 2),
                      "selector_coverage": _span([100 * c["covered"] for c in sel["coverage"] if c["family"] != "all"
                                                  and c["covered"] == c["covered"]], "{:.0f}%")})
-        for former, prefix in (("gcc-ridge1e-8", "ridge"), ("gcc-unslid", "slide")):
+        for former, prefix in (("gcc-ridge1e-8", "ridge"),):
             if (former, "oracle") in by:  # the default against itself before one change, setting by setting
                 subs.update(_paired(sel, by, former, prefix))
         subs.update({"selector_seed": str(sel["seed"]), "selector_settings": str(sel["n_settings"]),

@@ -225,10 +225,8 @@ def test_smoother_matrix_fast_is_the_linear_map():
         _close(H, KernelRidge(kernel, 1e-5, solver="dense").smoother_matrix(t, s))
 
 
-def _hole_blocks_reference(t, targets, *, centres=2, min_kept=3, wide=0.0, slide=True):
-    """The former loop implementation of hole_blocks (O(K n)), kept as the reference; ``slide``:
-    of the runs of 2*centres nodes whose holes fit between the end nodes, the one that starts
-    nearest to the unslid window's start."""
+def _hole_blocks_reference(t, targets, *, centres=2, min_kept=3, wide=0.0):
+    """The former loop implementation of hole_blocks (O(K n)), kept as the reference."""
     n = t.size
     out, seen = [], set()
     for a in np.asarray(targets, dtype=np.float64).reshape(-1):
@@ -239,15 +237,7 @@ def _hole_blocks_reference(t, targets, *, centres=2, min_kept=3, wide=0.0, slide
             near = [t[r - 1] - t[r - 2] if r >= 2 else 0.0, t[r + 1] - t[r] if r + 1 < n else 0.0]
             if dl + dr <= wide * max(near):
                 continue
-        window = range(r - centres, r + centres)
-        if slide:
-            fits = [j for j in range(n) if not ((np.isfinite(dl) and t[j] - dl < t[0])
-                                                or (np.isfinite(dr) and t[j] + dr > t[-1]))]
-            if fits:
-                starts = range(fits[0], max(fits[0], fits[-1] - 2 * centres + 1) + 1)
-                s0 = min(starts, key=lambda s: abs(s - (r - centres)))
-                window = range(s0, s0 + 2 * centres)
-        for j in window:
+        for j in range(r - centres, r + centres):
             if not 0 <= j < n:
                 continue
             lo, hi = t[j] - dl, t[j] + dr
@@ -275,8 +265,7 @@ def test_vectorised_hole_blocks_match_the_loop():
             t = t[np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))]
         a = np.sort(rng.uniform(-1.1, 1.1, int(rng.integers(1, 12))))
         a = np.r_[a, t[:2]]  # targets on nodes too
-        for kw in ({}, {"wide": 1.5}, {"centres": 1, "min_kept": 2}, {"centres": 3}, {"slide": False},
-                   {"centres": 3, "slide": False}):
+        for kw in ({}, {"wide": 1.5}, {"centres": 1, "min_kept": 2}, {"centres": 3}):
             ref = _hole_blocks_reference(t, a, **kw)
             got = hole_blocks(t, a, **kw)
             assert [j for j, _ in got] == [j for j, _ in ref]

@@ -264,19 +264,3 @@ def test_default_criterion_is_leave_one_out_for_single_holes_and_gap_for_blocks(
         assert got.info["rmse"].shape == (K,) and np.all(np.isfinite(got.info["rmse"]))
     with pytest.raises(ValueError, match="criterion must be one of \\('auto'"):
         gencc.GCC(K, N, criterion="aic")
-
-
-def test_hole_tests_slide_inward_where_a_wide_hole_would_reach_past_an_end():
-    t = np.linspace(-1, 1, 31)
-    t = t[np.r_[0, 18:31]]  # seventeen adjacent nodes missing next to the left end
-    a = [0.1]  # inside that hole: its copies onto the left centre reach past t[0]
-    assert len(hole_blocks(t, a, centres=3, slide=False)) == 3  # only the three right centres fit
-    blocks = hole_blocks(t, a, centres=3)
-    assert [j for j, _ in blocks] == list(range(1, 7))  # the window slid right, to six nodes that fit
-    dl, dr = a[0] - t[0], t[1] - a[0]
-    for j, B in blocks:
-        assert t[0] <= t[j] - dl and t[j] + dr <= t[-1]
-        assert set(B.tolist()) == {i for i in range(t.size) if t[j] - dl < t[i] < t[j] + dr} | {j}
-    # where the nearest centres already fit, sliding changes nothing
-    assert [(j, B.tolist()) for j, B in hole_blocks(t, [0.62], centres=3)] == \
-        [(j, B.tolist()) for j, B in hole_blocks(t, [0.62], centres=3, slide=False)]

@@ -14,9 +14,7 @@ Decoders: ``gcc`` (the default: ``kernel="auto"``, ``criterion="auto"``, mean
 of the best 3 of 16 kernels), ``gcc-gap`` (the same by the hole error alone,
 the default until seed 1508795693's run), ``gcc-ridge1e-8`` (the default
 with the former decoder ridge 1e-8, the default until seed 1930528233's
-run), ``gcc-unslid`` (the default with the former hole tests, which skipped a
-hole that would reach past an end node instead of sliding it inward: the
-default until the run after seed 1930528233's), ``gcc-loo`` (by leave-one-out alone),
+run), ``gcc-loo`` (by leave-one-out alone),
 ``gcc-spline`` (one fixed interpolating cubic spline: Sobolev-2,
 ``lam_dec=0``), ``letcc`` (LeTCC at its best decoder ridge of 0-1e-1 in
 hindsight: a peer given its best setting) and ``bacc`` (Berrut). LeTCC and
@@ -65,7 +63,7 @@ __all__ = ["FAMILIES", "PATTERNS", "DECODERS", "Setting", "draw_setting", "score
 
 FAMILIES = ("closed-form", "mlp", "cnn", "network")
 PATTERNS = ("random", "bernoulli", "block", "blocks", "worst-block", "latency")
-DECODERS = ("gcc", "gcc-gap", "gcc-ridge1e-8", "gcc-unslid", "gcc-loo", "gcc-spline", "letcc", "bacc")
+DECODERS = ("gcc", "gcc-gap", "gcc-ridge1e-8", "gcc-loo", "gcc-spline", "letcc", "bacc")
 LETCC_RIDGES = (0.0, 1e-12, 1e-10, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 # Errors below this MSE relative to the outputs' mean square (an RMSE of one part in 10^6 of
 # their RMS) count as exact: ratios of round-off (1e-30 against 1e-24) say nothing of a decoder.
@@ -210,12 +208,6 @@ def draw_setting(rng, index: int, *, max_workers: int = 512) -> Setting:
 
 
 # -- scoring -----------------------------------------------------------------------------------
-class _UnslidGCC(GCC):
-    """The default GCC with the hole tests it had before they slid inward (``gcc-unslid``)."""
-
-    _slide_holes = False
-
-
 def _decoders(K, N, extra=None):
     """name -> (scheme, encoder family): schemes sharing an encoder family see the same coded outputs."""
     out = {f"grid:{k}@{sc:g},{lam:g}": (GCC(K, N, kernel=k, scale=sc, lam_dec=lam), "gcc")
@@ -223,7 +215,6 @@ def _decoders(K, N, extra=None):
     out["gcc"] = (GCC(K, N), "gcc")
     out["gcc-gap"] = (GCC(K, N, criterion="gap"), "gcc")
     out["gcc-ridge1e-8"] = (GCC(K, N, lam_dec=1e-8), "gcc")
-    out["gcc-unslid"] = (_UnslidGCC(K, N), "gcc")
     out["gcc-loo"] = (GCC(K, N, criterion="loo"), "gcc")
     out["gcc-spline"] = (GCC(K, N, kernel="sobolev2", lam_dec=0.0), "gcc")
     for lam in LETCC_RIDGES:

@@ -13,7 +13,7 @@ from .path import ridge_path
 __all__ = ["hole_blocks", "hole_residuals", "hole_rmse"]
 
 
-def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float = 0.0, slide: bool = True) -> list:
+def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float = 0.0) -> list:
     """Leave-block-out sets that copy the holes the decoder has to bridge.
 
     Parameters
@@ -30,10 +30,6 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float 
     wide : float
         Copy only holes wider than ``wide`` times the larger of the two node
         spacings next to them (0: every hole), i.e. holes left by stragglers.
-    slide : bool, default True
-        Where a hole moved onto a centre would reach past an end node, slide
-        the target's centres inward instead of skipping it (Notes).
-
     Returns
     -------
     list of (int, ndarray)
@@ -48,20 +44,12 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float 
     hole so that node t_j sits where a sat removes every node strictly
     inside ``(t_j - dl, t_j + dr)``; predicting y_j from the rest is then a
     problem of the same shape as predicting f at a, with a known answer.
-    A hole that would reach past an end node would turn an interpolation
-    into a (harder) extrapolation: with ``slide`` (the default) the target's
-    window of ``2 * centres`` centres slides inward until its holes fit
-    between the end nodes (the run of fitting nodes that starts nearest to
-    the nearest-centres window), otherwise such a hole is skipped. Skipping
-    left a target in a wide hole (a block of stragglers near an end, or one
-    spanning much of [-1, 1]) with few tests or none, so the selection was
-    ranked by the narrow holes elsewhere and picked short-scale kernels that
-    collapsed across the wide one (the GCC Notes give the measured figures).
-    Leave-one-out is the
+    A hole that would reach past an end node is skipped: it would turn an
+    interpolation into a (harder) extrapolation. Leave-one-out is the
     special case of holes one node wide, which is why it is blind to a gap
     left by several adjacent stragglers.
     """
-    rows = _hole_ranges(t, targets, centres=centres, min_kept=min_kept, wide=wide, slide=slide)
+    rows = _hole_ranges(t, targets, centres=centres, min_kept=min_kept, wide=wide)
     out = []
     for j, lo, hi, i0, i1 in rows.tolist():
         B = np.arange(lo, hi + 1) if i0 <= j < i1 or i1 <= i0 else np.union1d(np.arange(i0, i1), [j])
@@ -70,7 +58,7 @@ def hole_blocks(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float 
 
 
 def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float = 0.0,
-                 return_tests: bool = False, slide: bool = True):
+                 return_tests: bool = False):
     """:func:`hole_blocks` as an int array of rows ``(j, first, last, i0, i1)``.
 
     Block B is the nodes ``i0 <= i < i1`` plus j, so ``first = min(B)`` and
@@ -99,12 +87,7 @@ def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float
         right = np.where(r + 1 < n, t[np.clip(r + 1, 0, n - 1)] - t[np.clip(r, 0, n - 1)], 0.0)
         keep_t = ~(np.isfinite(dl + dr) & (dl + dr <= wide * np.maximum(left, right)))
     offs = np.arange(-centres, centres)
-    if slide:  # slide each target's window of centres inward until its holes fit between the end nodes
-        jlo, jhi = _fitting_centres(t, dl, dr)
-        start = np.clip(r - centres, jlo, np.maximum(jlo, jhi + 1 - 2 * centres))
-        J = (start[:, None] + (offs + centres)[None, :]).ravel()
-    else:
-        J = (r[:, None] + offs[None, :]).ravel()
+    J = (r[:, None] + offs[None, :]).ravel()
     DL, DR = np.repeat(dl, offs.size), np.repeat(dr, offs.size)
     ok = np.repeat(keep_t, offs.size) & (J >= 0) & (J < n)
     Jc = np.clip(J, 0, n - 1)
@@ -142,27 +125,7 @@ def _hole_ranges(t, targets, *, centres: int = 2, min_kept: int = 3, wide: float
     return out, np.stack([tid, row_of], axis=1).astype(np.int64)
 
 
-def _fitting_centres(t, dl, dr):
-    """Per target, the first and last node j whose hole ``(t_j - dl, t_j + dr)`` stays between
-    the end nodes (an infinite side, extrapolation, always fits), by the same comparisons as the
-    filter in :func:`_hole_ranges` so that round-off cannot split them: int arrays ``(jlo, jhi)``,
-    ``jlo > jhi`` where no node fits."""
-    n = t.size
-    fl, fr = np.isfinite(dl), np.isfinite(dr)
-    dl0, dr0 = np.where(fl, dl, 0.0), np.where(fr, dr, 0.0)
-    jlo = np.clip(np.searchsorted(t, t[0] + dl0), 0, n)
-    jhi = np.clip(np.searchsorted(t, t[-1] - dr0, side="right") - 1, -1, n - 1)
-    # one step of correction where the sum and the difference round differently
-    fits_l = lambda j: t[np.clip(j, 0, n - 1)] - dl0 >= t[0]  # noqa: E731
-    fits_r = lambda j: t[np.clip(j, 0, n - 1)] + dr0 <= t[-1]  # noqa: E731
-    jlo = np.where((jlo > 0) & fits_l(jlo - 1), jlo - 1, jlo)
-    jlo = np.where((jlo < n) & ~fits_l(jlo), jlo + 1, jlo)
-    jhi = np.where((jhi < n - 1) & fits_r(jhi + 1), jhi + 1, jhi)
-    jhi = np.where((jhi >= 0) & ~fits_r(jhi), jhi - 1, jhi)
-    return np.where(fl, jlo, 0), np.where(fr, jhi, n - 1)
-
-
-def hole_residuals(t, Y, kernel: Kernel, lam: float, targets, *, centres: int = 2, slide: bool = True):
+def hole_residuals(t, Y, kernel: Kernel, lam: float, targets, *, centres: int = 2):
     """Held-out residuals of one fit across holes shaped like the targets' own.
 
     Parameters
@@ -175,8 +138,6 @@ def hole_residuals(t, Y, kernel: Kernel, lam: float, targets, *, centres: int = 
     targets : array_like, shape (K,)
     centres : int
         As in :func:`hole_blocks`.
-    slide : bool, default True
-        As in :func:`hole_blocks`.
 
     Returns
     -------
@@ -188,7 +149,7 @@ def hole_residuals(t, Y, kernel: Kernel, lam: float, targets, *, centres: int = 
     """
     t = np.asarray(t, dtype=np.float64)
     Y2 = np.asarray(Y, dtype=np.float64).reshape(t.size, -1)
-    rows, tests = _hole_ranges(t, targets, centres=centres, return_tests=True, slide=slide)
+    rows, tests = _hole_ranges(t, targets, centres=centres, return_tests=True)
     if not len(rows):
         return np.zeros((0, Y2.shape[1])), tests
     blocks = [(j, np.arange(lo, hi + 1) if i0 <= j < i1 or i1 <= i0 else np.union1d(np.arange(i0, i1), [j]))

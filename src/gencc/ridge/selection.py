@@ -105,8 +105,7 @@ def _held_out(criterion, row):
 
 
 def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, criterion: str = "loo",
-                 targets=None, solver: str = "auto", centres: int = 2, hole_tests: bool = False,
-                 slide: bool = True) -> RidgeSelection:
+                 targets=None, solver: str = "auto", centres: int = 2, hole_tests: bool = False) -> RidgeSelection:
     """Choose kernel and ridge by closed-form leave-one-out, GCV or hole error.
 
     Parameters
@@ -141,9 +140,6 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
         Also compute the targets' hole residuals when the criterion is not
         ``"gap"`` (in the same pass: the error estimate of a fit chosen by
         leave-one-out); needs ``targets``.
-    slide : bool, default True
-        How the hole tests treat a hole that would reach past an end node
-        (:func:`hole_blocks`).
 
     Returns
     -------
@@ -176,7 +172,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
             raise ValueError(f"criterion={criterion!r} with hole tests needs the targets (the points the fit is "
                              "evaluated at)")
         order = np.argsort(t, kind="stable")
-        ranges, tests = _hole_ranges(t[order], targets, centres=centres, return_tests=True, slide=slide)  # (j, first, last, i0, i1) in sorted order
+        ranges, tests = _hole_ranges(t[order], targets, centres=centres, return_tests=True)  # (j, first, last, i0, i1) in sorted order
         if not len(ranges):
             holes = False
             if criterion == "gap":
@@ -212,7 +208,7 @@ def select_ridge(t, Y, kernels, *, ridge_grid=DEFAULT_RIDGE_GRID, lam=None, crit
             consider(row.kernel, row, "fast")
         _materialise(best_rows, lazy=True)
     if holes and len(fast) < len(kernels):
-        blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets, centres=centres, slide=slide)]
+        blocks = [(int(order[j]), np.sort(order[B])) for j, B in hole_blocks(t[order], targets, centres=centres)]
     for kernel in kernels:
         if kernel in fast:
             continue
