@@ -151,7 +151,8 @@ def test_an_unforeseen_error_fails_its_batch_not_the_dispatcher():
 
 
 # -- any-subset policies: adaptive deadline, early answers, hedging ------------------------------------
-from gencc.runtime.gather import AdaptiveDeadline, adaptive_deadline, early_inputs, hedge_due, pick_worker  # noqa: E402
+from gencc.runtime.gather import AdaptiveDeadline, adaptive_deadline, early_inputs, hedge_due  # noqa: E402
+from gencc.runtime.placement import pick_worker  # noqa: E402
 
 
 def test_adaptive_deadline_is_a_clipped_quantile_and_the_cap_until_enough_samples():
@@ -204,7 +205,7 @@ def test_a_copy_goes_to_an_idle_worker_else_the_least_loaded_never_one_holding_i
 
 
 def test_assign_idle_sends_the_oldest_tasks_to_their_own_worker_or_another_idle_one():
-    from gencc.runtime.gather import assign_idle
+    from gencc.runtime.placement import assign_idle
 
     anyone = lambda s, w: True  # noqa: E731
     assert assign_idle([0, 1, 2], [], anyone) == []
@@ -224,3 +225,13 @@ def test_a_curve_answers_every_input_once_it_decodes_replication_only_those_with
     w0 = held.index(0)
     mask = rep.available([w0])
     assert mask[0] and not mask[1]
+
+
+def test_a_failed_slot_goes_to_the_fastest_free_worker_that_answered_then_an_idle_one():
+    from gencc.runtime.placement import redispatch_helpers
+
+    busy = {2, 5}.__contains__
+    # answered fastest first (4 twice: two slots), 2 busy, 7 runs another model
+    assert redispatch_helpers([0, 1, 2, 3, 4, 5], [4, 2, 4, 0, 7], busy) == [4, 0, 1, 3]
+    assert redispatch_helpers([2, 5], [2], busy) == [2]  # nobody free: those that answered
+    assert redispatch_helpers([2, 5], [], busy) == []

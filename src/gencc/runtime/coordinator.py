@@ -55,7 +55,8 @@ from ..errors import BatchFailedError
 from .batch import BatchState
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
-from .gather import GatherPolicy, GatherState, adaptive_deadline, assign_idle, decide, early_inputs
+from .gather import GatherPolicy, GatherState, adaptive_deadline, decide, early_inputs
+from .placement import assign_idle, redispatch_helpers
 
 __all__ = ["Coordinator", "WorkerQueue", "Send", "Cancel", "Restart", "Decode", "Resolve", "AnswerEarly",
            "CloseEarly", "SendFailed", "covers", "direct_slots"]
@@ -539,11 +540,9 @@ class Coordinator:
     def _helpers(self, b, slot):
         """Workers to re-send ``slot`` to (running the model it needs): those that
         answered this batch, fastest first, then idle ones."""
-        same = {w for w in range(self.scheme.n_workers) if self.models[w] == self.models[slot]}
+        same = [w for w in range(self.scheme.n_workers) if self.models[w] == self.models[slot]]
         fastest = sorted(b.latencies, key=b.latencies.get)
-        answered = list(dict.fromkeys(b.answered_by[s] for s in fastest if b.answered_by[s] in same))
-        idle = [w for w in sorted(same) if not self.queues[w].tasks and w not in answered]
-        return [w for w in answered if not self.queues[w].tasks] + idle or answered
+        return redispatch_helpers(same, [b.answered_by[s] for s in fastest], lambda w: bool(self.queues[w].tasks))
 
     def _redispatch(self, b, missing, now) -> list:
         out = []

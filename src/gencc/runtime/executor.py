@@ -106,7 +106,7 @@ class CodedExecutor(StreamingExecutor):
         per-task cost: the transport overlaps the previous task). ``"pull"``:
         held at the master until a worker is idle, then sent, oldest first, to
         its own worker if that one is idle, else to another idle worker
-        running the same model (:func:`~gencc.runtime.gather.assign_idle`); a
+        running the same model (:func:`~gencc.runtime.placement.assign_idle`); a
         task is never queued behind a straggler, and a task still waiting
         when its batch is decoded is never sent. Faults from ``faults``
         follow the worker when they come per task (``faults.task_fault(w)``,
@@ -137,7 +137,7 @@ class CodedExecutor(StreamingExecutor):
     max_error : float, optional
         Quality floor, a mean squared error. With a scheme that bounds each
         input's error (GCC, LeTCC: ``Decoded.info["rmse_p90"]``), an input
-        whose ``rmse_p90 ** 2`` exceeds it is refused on its own: its request
+        whose ``rmse_p90 ** 2`` exceeds it (or that has no bound, ``inf``) is refused on its own: its request
         gets :class:`~gencc.errors.ErrorBoundExceededError` and the rest of
         the batch is answered (``BatchResult.refused``). With a scheme that
         has only a batch estimate (BACC), a batch whose ``error_estimate``

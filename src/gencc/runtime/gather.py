@@ -13,12 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["GatherPolicy", "GatherState", "Action", "decide", "ON_INSUFFICIENT", "AdaptiveDeadline",
-           "adaptive_deadline", "early_inputs", "hedge_due", "pick_worker", "assign_idle", "PLACEMENTS"]
+           "adaptive_deadline", "early_inputs", "hedge_due"]
 
 ON_INSUFFICIENT = ("fail", "wait", "redispatch")
-# where a task goes: "pinned", slot n to worker n (or a copy to the least-loaded worker), sent at once
-# and queued there; "pull", held at the master until a worker is idle (see assign_idle)
-PLACEMENTS = ("pinned", "pull")
 
 
 @dataclass(frozen=True)
@@ -270,64 +267,3 @@ def hedge_due(elapsed: float, hedge_delay: float, copies: int, max_copies: int) 
     bool
     """
     return copies < max_copies and elapsed >= copies * hedge_delay
-
-
-def pick_worker(loads, exclude=()) -> int | None:
-    """The worker for a new copy: idle if any, else the least loaded (lowest index on ties).
-
-    Parameters
-    ----------
-    loads : sequence of int
-        Tasks each worker holds (running or queued); a negative load marks a
-        worker that cannot take tasks (restarting).
-    exclude : iterable of int
-        Workers that already hold a copy of this request.
-
-    Returns
-    -------
-    int or None
-        None when no worker can take it.
-    """
-    skip = set(exclude)
-    best = None
-    for w, load in enumerate(loads):
-        if w in skip or load < 0:
-            continue
-        if best is None or load < loads[best]:
-            best = w
-    return best
-
-
-def assign_idle(pending, idle, same_model) -> list[tuple[int, int]]:
-    """Pull placement: which waiting tasks go now, and to which idle workers.
-
-    Parameters
-    ----------
-    pending : sequence of int
-        The slot (coded input) of each task waiting at the master, oldest first.
-    idle : iterable of int
-        Workers holding no task that can take one.
-    same_model : callable (slot, worker) -> bool
-        Whether ``worker`` runs the function ``slot`` needs (ParM's parity
-        workers run another model than its systematic ones).
-
-    Returns
-    -------
-    list of (int, int)
-        (position in ``pending``, worker) pairs, oldest task first. A task
-        goes to its own worker (worker n for slot n) if that one is idle, else
-        to the lowest-numbered idle worker that runs its model; a task no idle
-        worker can run waits without holding back the younger ones.
-    """
-    free = sorted(set(idle))
-    out = []
-    for i, slot in enumerate(pending):
-        if not free:
-            break
-        w = slot if slot in free and same_model(slot, slot) else next(
-            (v for v in free if same_model(slot, v)), None)
-        if w is None:
-            continue
-        free.remove(w)
-        out.append((i, w))
-    return out

@@ -31,7 +31,8 @@ from .._validation import check_batch, check_choice, check_int, check_nonnegativ
 from ..errors import BatchFailedError
 from .events import Task, TaskCancelled, TaskError, WorkerDied, WorkerReady
 from .faults import TaskFault
-from .gather import PLACEMENTS, AdaptiveDeadline, adaptive_deadline, hedge_due, pick_worker
+from .gather import AdaptiveDeadline, adaptive_deadline, hedge_due
+from .placement import PLACEMENTS, pick_worker
 from .futures import CallbackFuture
 from .ordered_map import ordered_map
 from .request import EXACT, AnswerInfo, RequestFuture

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._validation import check_choice, check_int, check_nonnegative
-from .gather import ON_INSUFFICIENT, PLACEMENTS, AdaptiveDeadline
+from .gather import ON_INSUFFICIENT, AdaptiveDeadline
+from .placement import PLACEMENTS
 
 __all__ = ["ExecutorOptions", "executor_options", "check_column_window"]
 
