@@ -559,6 +559,71 @@ def _load_seeds_table(res, complete: bool = True) -> str:
          for r in rows])
 
 
+def _setting_slug(text: str) -> str:
+    """``"hedge_copies=3, hedge_q=0.8, placement=pull"`` -> ``"c3_q80_pull"``: the settings of a
+    load_seeds.py row as a substitution name's tail."""
+    short = {"hedge_copies": "c", "hedge_q": "q", "deadline_factor": "d", "column_window": "w"}
+    parts = []
+    for item in text.split(", "):
+        key, _, value = item.partition("=")
+        if key == "placement":
+            parts.append(value)
+        elif key == "column_window" and value == "None":
+            continue
+        elif key == "hedge_q":
+            parts.append(f"q{round(100 * float(value))}")
+        elif key == "deadline_factor":
+            parts.append(f"d{round(100 * float(value))}")
+        else:
+            parts.append(f"{short.get(key, key)}{value}".replace(".", "_"))
+    return "_".join(parts)
+
+
+def _load_seed_substitutions(res, prefix: str, per_seed: dict) -> dict:
+    """Per row of a load_seeds.py result, ``{prefix}_{scheme}_{setting}_{figure}``: its p99.9 per
+    seed and median (ms), over the best hedged setting, and its answers' shares, so the prose
+    quotes them from the JSON (``gcc-sys-direct-any`` is ``gcc``, ``hedged`` is ``hedged``)."""
+    out = {}
+    for r in res["rows"]:
+        scheme = {"gcc-sys-direct-any": "gcc"}.get(r["scheme"], r["scheme"]).replace("-", "_")
+        key = f"{prefix}_{scheme}_{_setting_slug(r['setting'])}"
+        per_seed[key] = (r["scheme"], [float(v) for v in r["p999_ms_per_seed"].split()])
+        out.update({f"{key}_p999": r["p999_ms_per_seed"].replace(" ", ", "),
+                    f"{key}_p999_median": f"{r['p999_ms_median']:.0f}",
+                    f"{key}_vs_hedged": f"{r['p999/best_hedged_median']:.2f}",
+                    f"{key}_exact": f"{100 * r['exact']:.1f}%", f"{key}_not_exact": f"{100 * (1 - r['exact']):.1f}%",
+                    f"{key}_disagree": f"{100 * (1 - r['agreement']):.1f}%",
+                    f"{key}_untrusted": f"{100 * r['untrusted']:.1f}%"})
+        if r.get("decoded_agreement") is not None:
+            out[f"{key}_decoded_agreement"] = f"{100 * r['decoded_agreement']:.0f}%"
+    return out
+
+
+# GCC against hedging, seed by seed, as the serving-under-load page quotes it: (GCC row, hedging row)
+LOAD_SEED_PAIRS = {"gcc_vs_c3_q80_pull": ("seeds_gcc_d100_pull", "seeds_hedged_c3_q80_pull"),
+                   "gcc_vs_c3_q65_pull": ("seeds_gcc_d100_pull", "hedge_low_q_hedged_c3_q65_pull")}
+
+
+def _load_seed_pairs(per_seed: dict) -> dict:
+    """``pair_{name}_below`` ("3 of 4") and ``pair_{name}_ratio`` (the median over seeds of GCC's
+    p99.9 over the hedging row's, the same seeds and draws) for ``LOAD_SEED_PAIRS``; and
+    ``seeds_best_hedged_p999`` / ``seeds_gcc_vs_best_per_seed``: the best hedging setting of each
+    seed of the seed study and GCC (deadline 1 x p90, pull) over it, seed by seed."""
+    out = {}
+    for name, (a, b) in LOAD_SEED_PAIRS.items():
+        if a in per_seed and b in per_seed:
+            x, y = per_seed[a][1], per_seed[b][1]
+            out[f"pair_{name}_below"] = f"{sum(u < v for u, v in zip(x, y))} of {len(x)}"
+            out[f"pair_{name}_ratio"] = f"{statistics.median(u / v for u, v in zip(x, y)):.2f}"
+    hedged = [v for k, (scheme, v) in per_seed.items() if k.startswith("seeds_") and scheme == "hedged"]
+    gcc = per_seed.get("seeds_gcc_d100_pull")
+    if hedged and gcc:
+        best = [min(col) for col in zip(*hedged)]
+        out["seeds_best_hedged_p999"] = ", ".join(f"{v:.0f}" for v in best)
+        out["seeds_gcc_vs_best_per_seed"] = ", ".join(f"{u / v:.2f}" for u, v in zip(gcc[1], best))
+    return out
+
+
 # the serving-under-load page's multi-seed studies: generated table -> the load_seeds.py result it shows
 LOAD_SEED_STUDIES = {"load_seeds.md": "bench_load_serving/seeds.json", "load_column.md": "bench_load_serving/column/seeds.json",
                      "load_b1.md": "bench_load_serving/b1/seeds.json",
@@ -726,4 +791,10 @@ def substitutions() -> dict:
         if res:
             subs.update(make(res))
     subs.update(_reproduce_substitutions(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
+    per_seed = {}
+    for name, rel in LOAD_SEED_STUDIES.items():
+        res = _load(rel)
+        if res:
+            subs.update(_load_seed_substitutions(res, name[len("load_"):-len(".md")], per_seed))
+    subs.update(_load_seed_pairs(per_seed))
     return subs
