@@ -587,10 +587,11 @@ def _load_seed_substitutions(res, prefix: str, per_seed: dict) -> dict:
     for r in res["rows"]:
         scheme = {"gcc-sys-direct-any": "gcc"}.get(r["scheme"], r["scheme"]).replace("-", "_")
         key = f"{prefix}_{scheme}_{_setting_slug(r['setting'])}"
-        per_seed[key] = (r["scheme"], [float(v) for v in r["p999_ms_per_seed"].split()])
+        per_seed[key] = (r["scheme"], [float(v) for v in r["p999_ms_per_seed"].split()], r["p999_ms_median"])
         out.update({f"{key}_p999": r["p999_ms_per_seed"].replace(" ", ", "),
                     f"{key}_p999_median": f"{r['p999_ms_median']:.0f}",
                     f"{key}_vs_hedged": f"{r['p999/best_hedged_median']:.2f}",
+                    f"{key}_vs_clean": f"{r['p999/clean_p50_median']:.2f}",
                     f"{key}_exact": f"{100 * r['exact']:.1f}%", f"{key}_not_exact": f"{100 * (1 - r['exact']):.1f}%",
                     f"{key}_disagree": f"{100 * (1 - r['agreement']):.1f}%",
                     f"{key}_untrusted": f"{100 * r['untrusted']:.1f}%"})
@@ -612,15 +613,24 @@ def _load_seed_pairs(per_seed: dict) -> dict:
     out = {}
     for name, (a, b) in LOAD_SEED_PAIRS.items():
         if a in per_seed and b in per_seed:
-            x, y = per_seed[a][1], per_seed[b][1]
+            x, y = per_seed[a][1], per_seed[b][1]  # (scheme, p999 per seed, median)
             out[f"pair_{name}_below"] = f"{sum(u < v for u, v in zip(x, y))} of {len(x)}"
             out[f"pair_{name}_ratio"] = f"{statistics.median(u / v for u, v in zip(x, y)):.2f}"
-    hedged = [v for k, (scheme, v) in per_seed.items() if k.startswith("seeds_") and scheme == "hedged"]
-    gcc = per_seed.get("seeds_gcc_d100_pull")
-    if hedged and gcc:
-        best = [min(col) for col in zip(*hedged)]
-        out["seeds_best_hedged_p999"] = ", ".join(f"{v:.0f}" for v in best)
-        out["seeds_gcc_vs_best_per_seed"] = ", ".join(f"{u / v:.2f}" for u, v in zip(gcc[1], best))
+    for prefix in {k.split("_")[0] for k in per_seed if not k.startswith("hedge_")}:
+        rows = {k: v for k, (scheme, v, _) in per_seed.items() if k.startswith(prefix + "_")}
+        n = max(len(v) for v in rows.values())
+        hedged = [(v, med) for k, (scheme, v, med) in per_seed.items()
+                  if k.startswith(prefix + "_") and scheme == "hedged" and len(v) == n]
+        if not hedged:
+            continue
+        best = [min(col) for col in zip(*(v for v, _ in hedged))]  # the best hedging cell of each seed, after the fact
+        out[f"{prefix}_best_hedged_p999"] = ", ".join(f"{v:.0f}" for v in best)
+        out[f"{prefix}_best_hedged_median"] = f"{min(med for _, med in hedged):.0f}"
+        for key, v in rows.items():
+            if key.startswith(f"{prefix}_gcc_") and len(v) == n:
+                out[f"{key}_vs_best_per_seed"] = ", ".join(f"{u / b:.2f}" for u, b in zip(v, best))
+                out[f"{key}_below_best"] = f"{sum(u < b for u, b in zip(v, best))} of {n}"
+                out[f"{key}_mean"] = f"{statistics.fmean(v):.0f}"
     return out
 
 
