@@ -415,10 +415,11 @@ def _byzantine_scale_tables(res) -> dict:
            "byzantine_scale_attacks.md": _table(["attack", "N", "screen's recall (mean)", "screen's MSE / clean (median)"],
                                                 by_attack)}
     if res.get("honest"):
+        cons = "consensus_over_plain" in res["honest"][0]
         out["byzantine_scale_honest.md"] = _table(
-            ["function", "K", "N", "screen / plain", "scaled ridges / plain"],
+            ["function", "K", "N", "screen / plain", "scaled ridges / plain"] + (["consensus / plain"] if cons else []),
             [[r["function"], r["K"], r["N"], _x(r["screen_over_plain"]), _x(r["screen-scaled_over_plain"])]
-             for r in res["honest"]])
+             + ([_x(r["consensus_over_plain"])] if cons else []) for r in res["honest"]])
     return out
 
 
@@ -434,12 +435,15 @@ def _byzantine_scale_substitutions(res) -> dict:
 
     extra = {}
     if any(r["method"] == "screen-scaled" for r in res["rows"]):
-        extra = {f"bzscale_{key}_{m.replace('-', '_')}": f(m) for m in ("screen", "screen-scaled")
+        methods = [m for m in ("screen", "screen-scaled", "consensus") if any(r["method"] == m for r in res["rows"])]
+        extra = {f"bzscale_{key}_{m.replace('-', '_')}": f(m) for m in methods
                  for key, f in (("recall", lambda m: mean_of(m, "flag_recall")),
                                 ("precision", lambda m: mean_of(m, "flag_precision")), ("gmean", gmean))}
     if res.get("honest"):
-        for m in ("screen", "screen-scaled"):
-            v = [r[f"{m}_over_plain"] for r in res["honest"]]
+        for m in ("screen", "screen-scaled", "consensus"):
+            v = [r[f"{m}_over_plain"] for r in res["honest"] if f"{m}_over_plain" in r]
+            if not v:
+                continue
             extra[f"bzscale_honest_{m.replace('-', '_')}"] = f"{_x(min(v))}-{_x(max(v))}"
     return {**extra, "bzscale_separability": ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())
                                               if v is not None) or "-",
