@@ -444,7 +444,8 @@ def _byzantine_scale_substitutions(res) -> dict:
             v = [r[f"{m}_over_plain"] for r in res["honest"] if f"{m}_over_plain" in r]
             if not v:
                 continue
-            extra[f"bzscale_honest_{m.replace('-', '_')}"] = f"{_x(min(v))}-{_x(max(v))}"
+            extra[f"bzscale_honest_{m.replace('-', '_')}"] = (_x(min(v)) if _x(min(v)) == _x(max(v))
+                                                              else f"{_x(min(v))}-{_x(max(v))}")
     return {**extra, "bzscale_separability": ", ".join(f"{v:.3g} at N = {n:,}" for n, v in sorted(sep.items())
                                               if v is not None) or "-",
             "bzscale_seed": str(res["seed"]), "bzscale_rounds": str(res["rounds"]),
