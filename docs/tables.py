@@ -605,6 +605,32 @@ def _load_seed_substitutions(res, prefix: str, per_seed: dict) -> dict:
     return out
 
 
+def _load_run_setting(scheme: str, setting: str) -> str:
+    """A bench_load row's scheme and setting as the serving page writes them: ``"hedged, 3 copies,
+    pinned"``, ``"gcc-sys-direct-any, pull"``."""
+    words = {k: v for k, _, v in (w.partition("=") for w in setting.split() if "=" in w)}
+    placement = next((w for w in setting.split() if "=" not in w), "")
+    parts = [scheme] + ([f"{words['copies']} copies"] if "copies" in words else []) + ([placement] if placement else [])
+    return ", ".join(parts)
+
+
+def _load_runs_table(runs) -> str:
+    """One-seed bench_load runs side by side: ``runs`` is a list of (label, result); each row a
+    scheme and setting, its tail and its answers; the lowest p99.9 and its ratio in bold."""
+    rows = []
+    for label, res in runs:
+        best = min(r["p999_ms"] for r in res["rows"] if r["scheme"] != "uncoded-clean")
+        for r in res["rows"]:
+            bold = (lambda v: f"**{v}**") if r["p999_ms"] == best else (lambda v: v)
+            hedged = r.get("p999/hedged")
+            rows.append([label, _load_run_setting(r["scheme"], r["setting"]), f"{r['p50_ms']:.0f}",
+                         f"{r['p99_ms']:.0f}", bold(f"{r['p999_ms']:.0f}"), bold(f"{r['p999/clean_p50']:.2f}"),
+                         "-" if hedged is None else f"{hedged:.2f}", _g(r["agreement"]), _g(r["exact"]),
+                         f"{100 * r['untrusted']:.1f}%" if r["untrusted"] else "0"])
+    return _table(["run", "scheme, setting", "p50 ms", "p99 ms", "p99.9 ms", "/ clean p50", "/ best hedged",
+                   "agreement", "exact", "untrusted"], rows)
+
+
 # GCC against hedging, seed by seed, as the serving-under-load page quotes it: (GCC row, hedging row)
 LOAD_SEED_PAIRS = {"gcc_vs_c3_q80_pull": ("seeds_gcc_d100_pull", "seeds_hedged_c3_q80_pull"),
                    "gcc_vs_c3_q65_pull": ("seeds_gcc_d100_pull", "hedge_low_q_hedged_c3_q65_pull")}
@@ -733,6 +759,10 @@ def write() -> list[Path]:
             partial = _load_seeds_table(res, complete=False)
             if partial:
                 tables[name.replace(".md", "_partial.md")] = partial
+    runs = [(label, _load(rel)) for label, rel in (("Ray, slow nodes", "bench_load_serving/ray/load_ray.json"),
+                                                    ("local, Pareto", "bench_load_serving/pareto/load.json"))]
+    if all(res for _, res in runs):
+        tables["load_ray_pareto.md"] = _load_runs_table(runs)
     tables.update(_models_tables())
     tables.update(_reproduce_tables(_load("reproduce/reproduce.json"), _load("reproduce/dnn/dnn.json")))
     written = []
