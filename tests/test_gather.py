@@ -235,3 +235,35 @@ def test_a_failed_slot_goes_to_the_fastest_free_worker_that_answered_then_an_idl
     assert redispatch_helpers([0, 1, 2, 3, 4, 5], [4, 2, 4, 0, 7], busy) == [4, 0, 1, 3]
     assert redispatch_helpers([2, 5], [2], busy) == [2]  # nobody free: those that answered
     assert redispatch_helpers([2, 5], [], busy) == []
+
+
+def test_workers_spread_over_nodes_so_that_a_lost_node_takes_no_two_neighbours():
+    from gencc.runtime.placement import spread_over_nodes
+    from gencc.schemes.gcc import widest_hole
+
+    # replication: the two copies of each input on different nodes
+    rep = gencc.Replication(4, 8)
+    res = spread_over_nodes(rep, ["node_a", "node_b"])
+    for k in range(4):
+        assert {next(iter(res[w])) for w in range(8) if rep.assignment[w] == k} == {"node_a", "node_b"}
+    # GCC: losing a node leaves single-node holes, and the decode stays far better than with the
+    # contiguous placement (workers 0..7 on one node), whose loss is an extrapolation
+    K, N = 4, 16
+    g = gencc.GCC(K, N)
+    res = spread_over_nodes(g, ["a", "b"], amount=0.5)
+    assert all(len(r) == 1 and list(r.values()) == [0.5] for r in res)
+    X = np.linspace(-2.5, 2.5, K)[:, None]
+    Y = X * np.sin(X)
+    coded = g.encode(X)
+    out = coded * np.sin(coded)
+    for lost in ("a", "b"):
+        kept = np.array([w for w in range(N) if lost not in res[w]])
+        assert widest_hole(g.beta, kept) == 1 and g.can_decode(kept)
+        contiguous = np.arange(N // 2) if lost == "b" else np.arange(N // 2, N)
+        spread_err = np.max(np.abs(g.decode(out[kept], kept) - Y))
+        block_err = np.max(np.abs(g.decode(out[contiguous], contiguous) - Y))
+        assert spread_err < 0.1 * block_err
+    with pytest.raises(ValueError, match="nodes must be"):
+        spread_over_nodes(g, [])
+    with pytest.raises(ValueError, match="amount must be"):
+        spread_over_nodes(g, ["a"], amount=0)

@@ -4,13 +4,14 @@ Two placements (``CodedExecutor(placement=...)``, ``HedgedExecutor``): ``"pinned
 slot n to worker n at once, queued there (a hedged copy to the least-loaded worker,
 :func:`pick_worker`); ``"pull"`` holds tasks at the master until a worker is idle
 (:func:`assign_idle`). A slot re-sent after its worker failed goes to one of
-:func:`redispatch_helpers`. The coordinator applies them; they know nothing of processes,
+:func:`redispatch_helpers`. Across the nodes of a cluster, :func:`spread_over_nodes` deals the
+workers out so that a lost node takes no two neighbours. The coordinator applies them; they know nothing of processes,
 batches or kernels, and are tested with made-up loads.
 """
 
 from __future__ import annotations
 
-__all__ = ["PLACEMENTS", "pick_worker", "assign_idle", "redispatch_helpers"]
+__all__ = ["PLACEMENTS", "pick_worker", "assign_idle", "redispatch_helpers", "spread_over_nodes"]
 
 PLACEMENTS = ("pinned", "pull")
 
@@ -97,3 +98,60 @@ def redispatch_helpers(same_model, answered_order, busy) -> list[int]:
     answered = list(dict.fromkeys(w for w in answered_order if w in same))
     idle = [w for w in sorted(same) if not busy(w) and w not in answered]
     return [w for w in answered if not busy(w)] + idle or answered
+
+
+def spread_over_nodes(scheme, nodes, amount: float = 1.0) -> list[dict]:
+    """Per-worker Ray resources that deal the workers out over ``nodes`` so a lost node takes no
+    two neighbours.
+
+    Parameters
+    ----------
+    scheme : CodingScheme
+        Its workers are ordered by what their outputs stand for: the copy's input for
+        replication (``scheme.assignment``), else the worker's point (``scheme.beta``), else the
+        worker index; consecutive workers in that order go to consecutive nodes, round robin.
+    nodes : sequence of str
+        The custom resource that names each node (``ray start --resources='{"node_a": 8}'``).
+    amount : float, default 1.0
+        How much of its node's resource each worker asks for.
+
+    Returns
+    -------
+    list of dict, length N
+        ``backend_options={"resources": ...}`` for the Ray backend.
+
+    Notes
+    -----
+    A node's loss is an erasure of its workers. Dealt out in order of the worker points, the
+    erasures of one node out of c are holes one node wide (c - 1 wide at most) spread over the
+    whole interval, which every decoder bridges; a contiguous placement (workers 0..N/c-1 on the
+    first node) leaves a hole of N/c adjacent workers, an extrapolation over part of the
+    interval. For replication the copies of one input land on different nodes, so a lost node
+    costs no input while another node holds a copy.
+
+    Examples
+    --------
+    >>> import gencc
+    >>> spread_over_nodes(gencc.Replication(2, 4), ["node_a", "node_b"])
+    [{'node_a': 1.0}, {'node_a': 1.0}, {'node_b': 1.0}, {'node_b': 1.0}]
+    """
+    import numpy as np
+
+    nodes = list(nodes)
+    if not nodes or not all(isinstance(n, str) and n for n in nodes):
+        raise ValueError(f"nodes must be a non-empty list of resource names, got {nodes!r}")
+    if not (isinstance(amount, (int, float)) and not isinstance(amount, bool) and amount > 0):
+        raise ValueError(f"amount must be a number > 0, got {amount!r}")
+    n_workers = int(scheme.n_workers)
+    assignment = getattr(scheme, "assignment", None)
+    beta = getattr(scheme, "beta", None)
+    if assignment is not None:
+        order = np.lexsort((np.arange(n_workers), np.asarray(assignment)))
+    elif beta is not None:
+        order = np.argsort(np.asarray(beta, dtype=np.float64), kind="stable")
+    else:
+        order = np.arange(n_workers)
+    out = [None] * n_workers
+    for i, w in enumerate(order.tolist()):
+        out[w] = {nodes[i % len(nodes)]: float(amount)}
+    return out
