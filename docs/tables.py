@@ -605,11 +605,17 @@ def _load_seed_substitutions(res, prefix: str, per_seed: dict) -> dict:
     return out
 
 
+def _run_setting_words(setting: str) -> tuple[dict, str]:
+    """A bench_load row's setting, ``"q=0.8 copies=3 pinned"``: its ``key=value`` words and its
+    placement."""
+    words = {k: v for k, _, v in (w.partition("=") for w in setting.split() if "=" in w)}
+    return words, next((w for w in setting.split() if "=" not in w), "")
+
+
 def _load_run_setting(scheme: str, setting: str) -> str:
     """A bench_load row's scheme and setting as the serving page writes them: ``"hedged, 3 copies,
     pinned"``, ``"gcc-sys-direct-any, pull"``."""
-    words = {k: v for k, _, v in (w.partition("=") for w in setting.split() if "=" in w)}
-    placement = next((w for w in setting.split() if "=" not in w), "")
+    words, placement = _run_setting_words(setting)
     parts = [scheme] + ([f"{words['copies']} copies"] if "copies" in words else []) + ([placement] if placement else [])
     return ", ".join(parts)
 
@@ -645,8 +651,7 @@ LOAD_GRIDS = {"load_grid_local.md": ("bench_load_serving/loads/load.json", "benc
 
 
 def _grid_setting(r) -> str:
-    words = {k: v for k, _, v in (w.partition("=") for w in r["setting"].split() if "=" in w)}
-    placement = next((w for w in r["setting"].split() if "=" not in w), "")
+    words, placement = _run_setting_words(r["setting"])
     if r["scheme"] == "hedged":
         return f"{words.get('copies', '?')} copies, p{round(100 * float(words.get('q', 'nan')))}, {placement}"
     if r["scheme"].startswith("gcc"):

@@ -11,6 +11,8 @@ batches or kernels, and are tested with made-up loads.
 
 from __future__ import annotations
 
+import numpy as np
+
 __all__ = ["PLACEMENTS", "pick_worker", "assign_idle", "redispatch_helpers", "spread_over_nodes"]
 
 PLACEMENTS = ("pinned", "pull")
@@ -135,8 +137,6 @@ def spread_over_nodes(scheme, nodes, amount: float = 1.0) -> list[dict]:
     >>> spread_over_nodes(gencc.Replication(2, 4), ["node_a", "node_b"])
     [{'node_a': 1.0}, {'node_a': 1.0}, {'node_b': 1.0}, {'node_b': 1.0}]
     """
-    import numpy as np
-
     nodes = list(nodes)
     if not nodes or not all(isinstance(n, str) and n for n in nodes):
         raise ValueError(f"nodes must be a non-empty list of resource names, got {nodes!r}")

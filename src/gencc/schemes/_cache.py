@@ -79,11 +79,17 @@ class DecoderEntry:
         if self.loo is not None:
             info["loo_mse"] = float(np.mean((self.loo @ Y2) ** 2)) if self.loo_defined else float("nan")
         if self.holes is not None:
-            no_test = info.get("loo_mse", float("nan")) if self.loo_stands_for_holes else math.inf
+            no_test = no_test_mse(info.get("loo_mse", float("nan")), self.loo_stands_for_holes)
             rmse = hole_rmse(self.holes @ Y2, self.tests, self.n_targets, no_test)
             info["rmse"], info["rmse_p90"] = rmse, self.error_factor * rmse
         return info
 
+
+
+def no_test_mse(loo_mse: float, single_holes: bool) -> float:
+    """The MSE to assume for every input when no hole test can be cut: the leave-one-out error
+    where every hole is one node wide (it tests exactly those), else inf (no estimate)."""
+    return loo_mse if single_holes else math.inf
 
 
 class CacheInfo(NamedTuple):

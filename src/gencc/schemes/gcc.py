@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .._validation import check_int, check_nonnegative
 from ..kernels import Kernel, make_kernel
 from ..ridge import CRITERIA, KernelRidge, hole_residuals, hole_rmse, select_ridge
 from ..robust import screen_outliers
-from ._cache import DecoderEntry
+from ._cache import DecoderEntry, no_test_mse
 from .base import CodingScheme, _row_blocks
 
 __all__ = ["GCC", "LeTCC", "DEFAULT_CANDIDATES", "CALIBRATION_GRID", "CALIBRATION_RIDGES", "widest_hole"]
@@ -541,18 +539,19 @@ class GCC(CodingScheme):
         # the leave-one-out error is computed only when asked for: on the fast
         # path it is an extra O(n m) pass that a plain decode() does not need
         t = self.beta[idx]
+        single = widest_hole(self.beta, idx) <= 1  # every hole one node wide: leave-one-out tests them all
         if not self.adaptive:
             fit = KernelRidge(self._kernels[0], self.lam_dec).fit(t, Y2)
             info = {"kernel": str(fit.kernel), "lam_dec": fit.lam_effective_}
             if want_info:
                 info["loo_mse"] = fit.loo_mse_
                 R, tests = hole_residuals(t, Y2, self._kernels[0], self.lam_dec, self.alpha, centres=self.centres)
-                self._error_info(info, R, tests, idx)
+                self._error_info(info, R, tests, single)
             return fit, info
         lam = None if self.lam_dec == "auto" else self.lam_dec
         criterion = self.criterion
-        if criterion == "auto":  # every hole one node wide: leave-one-out tests them all (Notes)
-            criterion = "gap" if widest_hole(self.beta, idx) > 1 else "loo"
+        if criterion == "auto":  # (Notes)
+            criterion = "loo" if single else "gap"
         sel = select_ridge(t, Y2, self._kernels, lam=lam, criterion=criterion, targets=self.alpha,
                            centres=self.centres, hole_tests=want_info)
         info = {"kernel": str(sel.kernel), "lam_dec": sel.lam, "scores": sel.scores, "criterion": criterion}
@@ -564,7 +563,7 @@ class GCC(CodingScheme):
             names = [name for name, _, _ in top] if len(top) >= 2 else [str(sel.kernel)]
             held, tests = [sel.hole_residuals.get(name) for name in names], sel.tests
             known = tests is not None and all(r is not None for r in held)
-            self._error_info(info, np.mean(held, axis=0) if known else None, tests if known else None, idx)
+            self._error_info(info, np.mean(held, axis=0) if known else None, tests if known else None, single)
         if len(top) < 2:
             return sel.fit, info
         by_name = {str(k): k for k in self._kernels}
@@ -573,20 +572,15 @@ class GCC(CodingScheme):
         info["mixture"] = [name for name, _, _ in top]
         return _Mixture(fits), info
 
-    def _error_info(self, info, residuals, tests, idx):
+    def _error_info(self, info, residuals, tests, single):
         """``info["rmse"]`` and ``info["rmse_p90"]`` (K,) from the decoder's hole residuals
         (where no hole test exists, the leave-one-out error if every hole is one node wide,
         which it then tests, else inf: no estimate)."""
         if residuals is None:
             residuals, tests = (), ()
-        rmse = hole_rmse(residuals, tests, self.n_inputs, self._no_test_mse(idx, info.get("loo_mse", float("nan"))))
+        rmse = hole_rmse(residuals, tests, self.n_inputs, no_test_mse(info.get("loo_mse", float("nan")), single))
         info["rmse"] = rmse
         info["rmse_p90"] = RMSE_P90_FACTOR * rmse
-
-    def _no_test_mse(self, idx, loo_mse):
-        """The MSE to assume for every input when no hole test can be cut: leave-one-out tests
-        one-node holes, so it stands for them; a wider hole it does not test (inf)."""
-        return loo_mse if widest_hole(self.beta, idx) <= 1 else math.inf
 
     def _decode_sorted(self, idx, Y2, want_info=True):
         fit, info = self._fit_decoder(idx, Y2, want_info)
